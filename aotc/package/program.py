@@ -1,0 +1,74 @@
+"""The compiled model as plain data: what the packager turns into a bundle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+Storage = Literal["arena", "weight", "input", "output"]
+
+# ONNX-facing dtype names used everywhere in the package layer, with their C and numpy forms.
+DTYPES: dict[str, tuple[str, str]] = {
+    # name: (C type, numpy dtype str)
+    "float32": ("float", "<f4"),
+    "float64": ("double", "<f8"),
+    "int64": ("int64_t", "<i8"),
+    "int32": ("int32_t", "<i4"),
+    "int8": ("int8_t", "|i1"),
+    "uint8": ("uint8_t", "|u1"),
+    "bool": ("uint8_t", "|b1"),
+}
+
+
+def dtype_size(dtype: str) -> int:
+    return np.dtype(DTYPES[dtype][1]).itemsize
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str  # a key of DTYPES
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n * dtype_size(self.dtype)
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """Where a kernel argument lives. offset is bytes for arena/weight, an index for input/output."""
+
+    storage: Storage
+    offset: int
+
+
+@dataclass(frozen=True)
+class Step:
+    kernel: str  # symbol of the kernel function in the kernel object
+    args: tuple[BufferRef, ...]
+    node: str  # the ONNX node (or fused region) it computes, for messages and profiles
+
+
+@dataclass
+class Program:
+    name: str  # C identifier prefix of every public symbol
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    steps: list[Step]
+    arena_size: int
+    arena_lower_bound: int
+    arena_no_reuse: int
+    weights: bytes  # 64-byte aligned blob; BufferRef("weight", off) points into it
+    kernel_object: bytes
+    kernel_ll: str
+    triple: str
+    cpu: str
+    cpu_features: list[str] = field(default_factory=list)  # checked at create (x86: avx2, ...)
+    num_threads: int = 0  # compile-time default; 0 = all online cores
+    stats: dict[str, object] = field(default_factory=dict)

@@ -1,0 +1,116 @@
+"""Loop IR: flat buffers, loops and stores — what a schedule produces and a code generator reads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lowering import te
+
+LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll")
+
+
+class Buffer:
+    """A flat kernel argument: an input, an output, or scratch memory of the kernel."""
+
+    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], role: str) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.role = role  # "input" | "output" | "scratch"
+        strides = []
+        s = 1
+        for d in reversed(shape):
+            strides.append(s)
+            s *= d
+        self.strides = tuple(reversed(strides))
+        self.size = s
+
+    def __repr__(self) -> str:
+        return f"{self.name}:{self.dtype}{list(self.shape)}"
+
+
+class BufLoad(te.Expr):
+    """Load of a flat buffer element."""
+
+    __slots__ = ("buf", "index")
+
+    def __init__(self, buf: Buffer, index: te.Expr) -> None:
+        self.buf, self.index, self.dtype = buf, index, buf.dtype
+
+    def substitute(self, vmap: dict[te.Var, te.Expr]) -> te.Expr:
+        return BufLoad(self.buf, te.substitute(self.index, vmap))
+
+    def __repr__(self) -> str:
+        return f"{self.buf.name}[{self.index!r}]"
+
+
+class Stmt:
+    pass
+
+
+@dataclass
+class For(Stmt):
+    var: te.Var
+    extent: te.Expr  # an int64 expression of enclosing loop variables (usually a Const)
+    kind: str
+    body: Stmt
+    start: te.Expr = field(default_factory=lambda: te.Const(0, "int64"))
+
+
+@dataclass
+class Store(Stmt):
+    buf: Buffer
+    index: te.Expr
+    value: te.Expr
+
+
+@dataclass
+class Seq(Stmt):
+    stmts: list[Stmt]
+
+
+@dataclass
+class Kernel:
+    """One kernel: its buffers in ABI order (inputs, outputs, scratch) and one nest per stage."""
+
+    name: str
+    buffers: list[Buffer]
+    stages: list[Stmt]
+
+
+def format_expr(e: te.Expr) -> str:
+    if isinstance(e, te.Var):
+        return e.name
+    if isinstance(e, te.Const):
+        return repr(e.value) if e.dtype != "float32" else f"{e.value!r}f"
+    if isinstance(e, BufLoad):
+        return f"{e.buf.name}[{format_expr(e.index)}]"
+    if isinstance(e, te.Binary):
+        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+    if isinstance(e, te.Unary):
+        return f"{e.op}({format_expr(e.a)})"
+    if isinstance(e, te.Select):
+        return f"select({format_expr(e.cond)}, {format_expr(e.t)}, {format_expr(e.f)})"
+    if isinstance(e, te.Cast):
+        return f"{e.dtype}({format_expr(e.a)})"
+    raise TypeError(f"not a loop-IR expression: {e!r}")
+
+
+def format_stmt(s: Stmt, indent: int = 0) -> str:
+    pad = "  " * indent
+    if isinstance(s, For):
+        head = f"{pad}for {s.var.name} in [{format_expr(s.start)}, {format_expr(s.extent)})"
+        if s.kind != "serial":
+            head += f"  # {s.kind}"
+        return head + "\n" + format_stmt(s.body, indent + 1)
+    if isinstance(s, Store):
+        return f"{pad}{s.buf.name}[{format_expr(s.index)}] = {format_expr(s.value)}"
+    if isinstance(s, Seq):
+        return "\n".join(format_stmt(x, indent) for x in s.stmts)
+    raise TypeError(f"not a statement: {s!r}")
+
+
+def format_kernel(k: Kernel) -> str:
+    """Readable text of a kernel; also its identity for deduplication (names canonicalised)."""
+    head = f"kernel {k.name}(" + ", ".join(f"{b.role} {b!r}" for b in k.buffers) + ")"
+    return head + "\n" + "\n".join(format_stmt(s, 1) for s in k.stages)

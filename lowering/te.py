@@ -1,0 +1,475 @@
+"""Tensor expressions: the algorithm of an operator, with no word about loops or targets.
+
+`Out[idx] = reduce(op(In1[f1(idx, r)], ...), r)`: a tensor is a placeholder (an input) or a
+`compute` over its index variables; reductions name their reduction axes explicitly. Schedules
+(lowering/schedule.py) decide the loops; the code generator decides the instructions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Union
+
+DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
+FLOAT_DTYPES = ("float32", "float64")
+INT_DTYPES = ("int64", "int32", "int8", "uint8")
+
+_counter = itertools.count()
+
+
+def _fresh(prefix: str) -> str:
+    return f"{prefix}{next(_counter)}"
+
+
+class TEError(Exception):
+    """A tensor expression was built wrongly (a bug in an operator definition)."""
+
+
+class Expr:
+    """A scalar expression. Python operators build new expressions; == stays identity."""
+
+    __slots__ = ("dtype",)
+    dtype: str
+
+    # arithmetic -------------------------------------------------------------------------
+    def __add__(self, o: ExprLike) -> Expr:
+        return binary("add", self, o)
+
+    def __radd__(self, o: ExprLike) -> Expr:
+        return binary("add", o, self)
+
+    def __sub__(self, o: ExprLike) -> Expr:
+        return binary("sub", self, o)
+
+    def __rsub__(self, o: ExprLike) -> Expr:
+        return binary("sub", o, self)
+
+    def __mul__(self, o: ExprLike) -> Expr:
+        return binary("mul", self, o)
+
+    def __rmul__(self, o: ExprLike) -> Expr:
+        return binary("mul", o, self)
+
+    def __truediv__(self, o: ExprLike) -> Expr:
+        return binary("div", self, o)
+
+    def __rtruediv__(self, o: ExprLike) -> Expr:
+        return binary("div", o, self)
+
+    def __floordiv__(self, o: ExprLike) -> Expr:
+        return binary("floordiv", self, o)
+
+    def __mod__(self, o: ExprLike) -> Expr:
+        return binary("mod", self, o)
+
+    def __neg__(self) -> Expr:
+        return unary("neg", self)
+
+
+ExprLike = Union[Expr, int, float, bool]
+
+
+class Var(Expr):
+    """An index variable (int64)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dtype = "int64"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Const(Expr):
+    __slots__ = ("value",)
+
+    def __init__(self, value: float | int | bool, dtype: str) -> None:
+        if dtype not in DTYPES:
+            raise TEError(f"unknown dtype {dtype}")
+        if dtype == "bool":
+            value = bool(value)
+        elif dtype in INT_DTYPES:
+            value = int(value)
+        else:
+            value = float(value)
+        self.value = value
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"{self.value!r}:{self.dtype}"
+
+
+class Binary(Expr):
+    __slots__ = ("op", "a", "b")
+    ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "pow")
+    COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
+    LOGIC = ("and", "or", "xor")
+
+    def __init__(self, op: str, a: Expr, b: Expr) -> None:
+        if a.dtype != b.dtype:
+            raise TEError(f"{op}: operand dtypes differ ({a.dtype} vs {b.dtype})")
+        self.op, self.a, self.b = op, a, b
+        if op in self.COMPARE:
+            self.dtype = "bool"
+        elif op in self.ARITH or op in self.LOGIC:
+            self.dtype = a.dtype
+        else:
+            raise TEError(f"unknown binary op {op}")
+
+    def __repr__(self) -> str:
+        return f"{self.op}({self.a!r}, {self.b!r})"
+
+
+class Unary(Expr):
+    __slots__ = ("op", "a")
+    OPS = (
+        "neg", "abs", "exp", "log", "sqrt", "tanh", "erf", "sigmoid", "softplus",
+        "floor", "ceil", "round", "not", "sin", "cos",
+    )
+
+    def __init__(self, op: str, a: Expr) -> None:
+        if op not in self.OPS:
+            raise TEError(f"unknown unary op {op}")
+        self.op, self.a, self.dtype = op, a, a.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.op}({self.a!r})"
+
+
+class Select(Expr):
+    __slots__ = ("cond", "t", "f")
+
+    def __init__(self, cond: Expr, t: Expr, f: Expr) -> None:
+        if cond.dtype != "bool":
+            raise TEError("select condition must be bool")
+        if t.dtype != f.dtype:
+            raise TEError(f"select branches differ ({t.dtype} vs {f.dtype})")
+        self.cond, self.t, self.f, self.dtype = cond, t, f, t.dtype
+
+    def __repr__(self) -> str:
+        return f"select({self.cond!r}, {self.t!r}, {self.f!r})"
+
+
+class Cast(Expr):
+    __slots__ = ("a",)
+
+    def __init__(self, dtype: str, a: Expr) -> None:
+        if dtype not in DTYPES:
+            raise TEError(f"unknown dtype {dtype}")
+        self.a, self.dtype = a, dtype
+
+    def __repr__(self) -> str:
+        return f"cast<{self.dtype}>({self.a!r})"
+
+
+class Load(Expr):
+    __slots__ = ("tensor", "indices")
+
+    def __init__(self, tensor: Tensor, indices: Sequence[Expr]) -> None:
+        if len(indices) != len(tensor.shape):
+            raise TEError(
+                f"{tensor.name}: {len(indices)} indices for a rank-{len(tensor.shape)} tensor"
+            )
+        self.tensor = tensor
+        self.indices = tuple(indices)
+        self.dtype = tensor.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.tensor.name}[{', '.join(map(repr, self.indices))}]"
+
+
+class IterVar:
+    """A loop of a compute: spatial (indexes the output) or reduce."""
+
+    __slots__ = ("var", "extent", "kind")
+
+    def __init__(self, name: str, extent: int, kind: str) -> None:
+        self.var = Var(name)
+        self.extent = int(extent)
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"{self.var.name}<{self.extent},{self.kind}>"
+
+
+class Reduce(Expr):
+    """`combiner` over `axes` of `body`; only allowed as the whole body of a compute."""
+
+    __slots__ = ("combiner", "body", "axes", "init")
+    COMBINERS = ("sum", "max", "min", "prod")
+
+    def __init__(self, combiner: str, body: Expr, axes: Sequence[IterVar], init: Expr) -> None:
+        if combiner not in self.COMBINERS:
+            raise TEError(f"unknown reduction {combiner}")
+        self.combiner, self.body, self.axes, self.init = combiner, body, tuple(axes), init
+        self.dtype = body.dtype
+
+    def __repr__(self) -> str:
+        return f"{self.combiner}({self.body!r}, axes={list(self.axes)})"
+
+
+class Tensor:
+    """A tensor: placeholder (op is None) or the result of a compute."""
+
+    def __init__(self, shape: Sequence[int], dtype: str, name: str, op: ComputeOp | None = None):
+        if dtype not in DTYPES:
+            raise TEError(f"unknown dtype {dtype}")
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.name = name
+        self.op = op
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def __getitem__(self, idx: ExprLike | tuple[ExprLike, ...]) -> Load:
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        return Load(self, [as_expr(i, "int64") for i in idx])
+
+    def __repr__(self) -> str:
+        return f"Tensor({self.name}, {self.shape}, {self.dtype})"
+
+
+class ComputeOp:
+    """`tensor[axes] = body`; `inline` asks the lowering to substitute it at every use."""
+
+    def __init__(self, axes: list[IterVar], body: Expr, inline: bool, tag: str) -> None:
+        self.axes = axes
+        self.body = body
+        self.inline = inline
+        self.tag = tag
+
+    @property
+    def reduce_axes(self) -> tuple[IterVar, ...]:
+        return self.body.axes if isinstance(self.body, Reduce) else ()
+
+
+# construction helpers --------------------------------------------------------------------
+
+def as_expr(v: ExprLike, dtype: str) -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool) and dtype != "bool":
+        v = int(v)
+    return Const(v, dtype)
+
+
+def const(value: float | int | bool, dtype: str = "float32") -> Const:
+    return Const(value, dtype)
+
+
+def binary(op: str, a: ExprLike, b: ExprLike) -> Expr:
+    if not isinstance(a, Expr) and not isinstance(b, Expr):
+        raise TEError("binary op needs at least one expression")
+    if not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)  # type: ignore[union-attr]
+    if not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    return _simplify(Binary(op, a, b))
+
+
+def _simplify(e: Binary) -> Expr:
+    """Fold constant integer index arithmetic so that loop bounds and indices stay small."""
+    a, b = e.a, e.b
+    if e.dtype in INT_DTYPES and e.op in ("add", "sub", "mul", "floordiv", "mod", "min", "max"):
+        if isinstance(a, Const) and isinstance(b, Const):
+            x, y = int(a.value), int(b.value)
+            ops: dict[str, Callable[[int, int], int]] = {
+                "add": lambda p, q: p + q, "sub": lambda p, q: p - q, "mul": lambda p, q: p * q,
+                "floordiv": lambda p, q: p // q, "mod": lambda p, q: p % q,
+                "min": min, "max": max,
+            }
+            return Const(ops[e.op](x, y), e.dtype)
+        if e.op == "add" and isinstance(b, Const) and b.value == 0:
+            return a
+        if e.op == "add" and isinstance(a, Const) and a.value == 0:
+            return b
+        if e.op == "sub" and isinstance(b, Const) and b.value == 0:
+            return a
+        if e.op == "mul" and isinstance(b, Const) and b.value == 1:
+            return a
+        if e.op == "mul" and isinstance(a, Const) and a.value == 1:
+            return b
+        if e.op == "mul" and (
+            (isinstance(a, Const) and a.value == 0) or (isinstance(b, Const) and b.value == 0)
+        ):
+            return Const(0, e.dtype)
+        if e.op in ("floordiv",) and isinstance(b, Const) and b.value == 1:
+            return a
+        if e.op == "mod" and isinstance(b, Const) and b.value == 1:
+            return Const(0, e.dtype)
+    return e
+
+
+def unary(op: str, a: Expr) -> Expr:
+    return Unary(op, a)
+
+
+def select(cond: Expr, t: ExprLike, f: ExprLike) -> Expr:
+    if isinstance(cond, Const):
+        chosen = t if cond.value else f
+        if isinstance(chosen, Expr):
+            return chosen
+    if not isinstance(t, Expr):
+        t = as_expr(t, f.dtype)  # type: ignore[union-attr]
+    if not isinstance(f, Expr):
+        f = as_expr(f, t.dtype)
+    return Select(cond, t, f)
+
+
+def cast(dtype: str, a: Expr) -> Expr:
+    return a if a.dtype == dtype else Cast(dtype, a)
+
+
+def _cmp(op: str) -> Callable[[ExprLike, ExprLike], Expr]:
+    def f(a: ExprLike, b: ExprLike) -> Expr:
+        return binary(op, a, b)
+
+    f.__name__ = op
+    return f
+
+
+lt, le, gt, ge, eq, ne = (_cmp(o) for o in Binary.COMPARE)
+logical_and, logical_or, logical_xor = (_cmp(o) for o in Binary.LOGIC)
+
+
+def maximum(a: ExprLike, b: ExprLike) -> Expr:
+    return binary("max", a, b)
+
+
+def minimum(a: ExprLike, b: ExprLike) -> Expr:
+    return binary("min", a, b)
+
+
+def power(a: ExprLike, b: ExprLike) -> Expr:
+    return binary("pow", a, b)
+
+
+def all_of(conds: Sequence[Expr]) -> Expr:
+    out: Expr = Const(True, "bool")
+    for c in conds:
+        out = c if isinstance(out, Const) else logical_and(out, c)
+    return out
+
+
+def placeholder(shape: Sequence[int], dtype: str, name: str) -> Tensor:
+    return Tensor(shape, dtype, name)
+
+
+def reduce_axis(extent: int, name: str = "r") -> IterVar:
+    return IterVar(_fresh(name), extent, "reduce")
+
+
+def compute(
+    shape: Sequence[int],
+    fcompute: Callable[..., Expr],
+    name: str = "T",
+    *,
+    inline: bool = False,
+    tag: str = "",
+    dtype: str | None = None,
+) -> Tensor:
+    """A tensor whose element at `idx` is `fcompute(*idx)`."""
+    axes = [IterVar(_fresh(f"i{d}_"), n, "spatial") for d, n in enumerate(shape)]
+    body = fcompute(*[a.var for a in axes])
+    if not isinstance(body, Expr):
+        body = as_expr(body, dtype or "float32")
+    if dtype is not None and body.dtype != dtype:
+        body = cast(dtype, body) if not isinstance(body, Reduce) else body
+    if isinstance(body, Reduce) and inline:
+        raise TEError("a reduction cannot be inlined")
+    t = Tensor(shape, body.dtype, _fresh(name + "_"), ComputeOp(axes, body, inline, tag))
+    return t
+
+
+def reduce(
+    combiner: str, body: Expr, axes: Sequence[IterVar], init: ExprLike | None = None
+) -> Reduce:
+    if init is None:
+        init = reduce_identity(combiner, body.dtype)
+    return Reduce(combiner, body, axes, as_expr(init, body.dtype))
+
+
+def reduce_identity(combiner: str, dtype: str) -> Const:
+    if combiner == "sum":
+        return Const(0, dtype)
+    if combiner == "prod":
+        return Const(1, dtype)
+    big: float | int
+    if dtype in FLOAT_DTYPES:
+        big = math.inf
+    else:
+        big = {"int64": 2**63 - 1, "int32": 2**31 - 1, "int8": 127, "uint8": 255}[dtype]
+    if combiner == "max":
+        return Const(-big if dtype != "uint8" else 0, dtype)
+    return Const(big, dtype)
+
+
+def reduce_sum(body: Expr, axes: Sequence[IterVar]) -> Reduce:
+    return reduce("sum", body, axes)
+
+
+def reduce_max(body: Expr, axes: Sequence[IterVar]) -> Reduce:
+    return reduce("max", body, axes)
+
+
+# traversal ---------------------------------------------------------------------------------
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Binary):
+        return (e.a, e.b)
+    if isinstance(e, (Unary, Cast)):
+        return (e.a,)
+    if isinstance(e, Select):
+        return (e.cond, e.t, e.f)
+    if isinstance(e, Load):
+        return e.indices
+    if isinstance(e, Reduce):
+        return (e.body, e.init)
+    return ()
+
+
+def tensors_read(e: Expr) -> list[Tensor]:
+    """Tensors loaded anywhere in `e`, in first-use order, without duplicates."""
+    seen: dict[int, Tensor] = {}
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Load) and id(x.tensor) not in seen:
+            seen[id(x.tensor)] = x.tensor
+        stack.extend(reversed(children(x)))
+    return list(seen.values())
+
+
+def substitute(e: Expr, vmap: dict[Var, Expr]) -> Expr:
+    """Replace index variables (by identity) in `e`."""
+    if isinstance(e, Var):
+        return vmap.get(e, e)
+    if isinstance(e, Const):
+        return e
+    if isinstance(e, Binary):
+        return binary(e.op, substitute(e.a, vmap), substitute(e.b, vmap))
+    if isinstance(e, Unary):
+        return Unary(e.op, substitute(e.a, vmap))
+    if isinstance(e, Select):
+        return Select(substitute(e.cond, vmap), substitute(e.t, vmap), substitute(e.f, vmap))
+    if isinstance(e, Cast):
+        return Cast(e.dtype, substitute(e.a, vmap))
+    if isinstance(e, Load):
+        return Load(e.tensor, [substitute(i, vmap) for i in e.indices])
+    if isinstance(e, Reduce):
+        return Reduce(e.combiner, substitute(e.body, vmap), e.axes, substitute(e.init, vmap))
+    return _substitute_other(e, vmap)
+
+
+def _substitute_other(e: Expr, vmap: dict[Var, Expr]) -> Expr:
+    sub = getattr(e, "substitute", None)
+    if sub is None:
+        raise TEError(f"cannot substitute into {type(e).__name__}")
+    return sub(vmap)

@@ -1,0 +1,481 @@
+"""Loop IR → LLVM IR text → object file, for any CpuTarget.
+
+Every kernel follows the ABI of ARCHITECTURE.md: `i32 NAME(ptr ctx, ptr bufs, ptr dims)`.
+A stage whose outermost loop is parallel is outlined to `body(env, lo, hi)` and handed to the
+runtime's `aotc_parallel_for`. Accesses carry scoped no-alias metadata (one scope per buffer:
+the compiler never passes overlapping buffers where one is written), which is what lets LLVM's
+loop vectorizer work without run-time alias checks.
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+
+from lowering import te
+from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
+from targets.cpu.target import CpuTarget, target_machine
+
+try:  # vector-friendly math written in IR; libm calls are the fallback
+    from targets.cpu import vecmath
+except ImportError:  # pragma: no cover - only while vecmath is being written
+    vecmath = None  # type: ignore[assignment]
+
+LLTYPE = {
+    "float32": "float", "float64": "double", "int64": "i64", "int32": "i32",
+    "int8": "i8", "uint8": "i8", "bool": "i1",
+}
+MEMTYPE = {**LLTYPE, "bool": "i8"}
+SIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
+_FBIN = {"add": "fadd contract", "sub": "fsub contract", "mul": "fmul contract",
+         "div": "fdiv contract"}
+_IBIN = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
+_FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+_ICMP = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+_UCMP = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
+_LIBM = {"exp": "expf", "log": "logf", "tanh": "tanhf", "erf": "erff", "pow": "powf",
+         "sin": "sinf", "cos": "cosf"}
+_FLOAT_INTRINSIC = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil",
+                    "round": "roundeven", "sin": "sin", "cos": "cos"}
+
+
+def _fconst(value: float, dtype: str) -> str:
+    import struct
+
+    if dtype == "float32":
+        value = struct.unpack("<f", struct.pack("<f", value))[0]
+    bits = struct.unpack("<Q", struct.pack("<d", value))[0]
+    return f"0x{bits:016X}"
+
+
+class ModuleBuilder:
+    """Collects kernels into one LLVM module (one object file per model)."""
+
+    def __init__(self, target: CpuTarget) -> None:
+        self.target = target
+        self.functions: list[str] = []
+        self.metadata: list[str] = []
+        self.declares: set[str] = set()
+        self.math: set[str] = set()
+
+    def md(self, body: str, distinct: bool = False, self_ref: bool = False) -> str:
+        n = len(self.metadata)
+        ref = f"!{n}"
+        if self_ref:
+            body = body.replace("$SELF", ref)
+        self.metadata.append(f"{ref} = {'distinct ' if distinct else ''}!{{{body}}}")
+        return ref
+
+    def add_kernel(self, kernel: Kernel) -> None:
+        _KernelEmitter(self, kernel).emit()
+
+    def text(self) -> str:
+        tm = target_machine(self.target)
+        parts = [
+            f'; aotc kernels for {self.target.name} ({self.target.cpu})',
+            f'target datalayout = "{tm.target_data}"',
+            f'target triple = "{self.target.triple}"',
+            "",
+            "declare void @aotc_parallel_for(ptr, ptr, ptr, i64)",
+            *sorted(self.declares),
+            "",
+        ]
+        if self.math and vecmath is not None:
+            parts.append(vecmath.math_ir(sorted(self.math)))
+        parts += self.functions
+        parts += self.metadata
+        return "\n".join(parts) + "\n"
+
+
+class _KernelEmitter:
+    def __init__(self, mod: ModuleBuilder, kernel: Kernel) -> None:
+        self.mod = mod
+        self.kernel = kernel
+        domain = mod.md(f'$SELF, !"{kernel.name}"', distinct=True, self_ref=True)
+        scopes = [
+            mod.md(f'$SELF, {domain}, !"{kernel.name}.{b.name}"', distinct=True, self_ref=True)
+            for b in kernel.buffers
+        ]
+        self.scope_md: dict[int, tuple[str, str]] = {}
+        for i, b in enumerate(kernel.buffers):
+            own = mod.md(scopes[i])
+            others = ", ".join(s for j, s in enumerate(scopes) if j != i)
+            self.scope_md[id(b)] = (own, mod.md(others) if others else "")
+
+    def emit(self) -> None:
+        k = self.kernel
+        f = _FunctionEmitter(self, f"define i32 @{k.name}(ptr %ctx, ptr %bufs, ptr %dims) nounwind",
+                             "%bufs")
+        for i, stage in enumerate(k.stages):
+            if isinstance(stage, For) and stage.kind == "parallel":
+                if not isinstance(stage.extent, te.Const):
+                    raise ValueError("parallel loop needs a constant extent")
+                body_name = f"{k.name}_par{i}"
+                self._emit_parallel_body(body_name, stage)
+                f.line(f"call void @aotc_parallel_for(ptr %ctx, ptr @{body_name}, ptr %bufs, "
+                       f"i64 {stage.extent.value})")
+            else:
+                f.stmt(stage)
+        f.line("ret i32 0")
+        self.mod.functions.append(f.finish())
+
+    def _emit_parallel_body(self, name: str, loop: For) -> None:
+        f = _FunctionEmitter(
+            self, f"define internal void @{name}(ptr %env, i64 %lo, i64 %hi) nounwind", "%env"
+        )
+        f.loop(loop.var, "%lo", "%hi", "serial", loop.body)
+        f.line("ret void")
+        self.mod.functions.append(f.finish())
+
+
+class _FunctionEmitter:
+    def __init__(self, kemit: _KernelEmitter, header: str, bufs_arg: str) -> None:
+        self.k = kemit
+        self.mod = kemit.mod
+        self.header = header
+        self.lines: list[str] = ["entry:"]
+        self.n = 0
+        self.block = "entry"
+        self.vars: dict[te.Var, str] = {}
+        self.ptr: dict[int, str] = {}
+        for i, b in enumerate(kemit.kernel.buffers):
+            gep = self.tmp()
+            self.line(f"{gep} = getelementptr ptr, ptr {bufs_arg}, i64 {i}")
+            p = f"%{b.name}"
+            self.line(f"{p} = load ptr, ptr {gep}, align 8")
+            self.ptr[id(b)] = p
+
+    # plumbing ---------------------------------------------------------------------------
+    def tmp(self) -> str:
+        self.n += 1
+        return f"%t{self.n}"
+
+    def label(self, stem: str) -> str:
+        self.n += 1
+        return f"{stem}{self.n}"
+
+    def line(self, s: str) -> None:
+        self.lines.append("  " + s)
+
+    def start_block(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+        self.block = name
+
+    def finish(self) -> str:
+        return self.header + " {\n" + "\n".join(self.lines) + "\n}\n"
+
+    # statements ---------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, For):
+            start = self.expr(s.start)
+            extent = self.expr(s.extent)
+            self.loop(s.var, start, extent, s.kind, s.body)
+        elif isinstance(s, Store):
+            self.store(s)
+        else:
+            raise TypeError(f"unknown statement {s!r}")
+
+    def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt) -> None:
+        head, body_l, latch, exit_l = (self.label(x) for x in ("L", "B", "C", "X"))
+        pre = self.block
+        self.line(f"br label %{head}")
+        self.start_block(head)
+        iv = f"%{var.name}.{self.n}"
+        nxt = self.tmp()
+        self.line(f"{iv} = phi i64 [ {start}, %{pre} ], [ {nxt}, %{latch} ]")
+        c = self.tmp()
+        self.line(f"{c} = icmp slt i64 {iv}, {end}")
+        self.line(f"br i1 {c}, label %{body_l}, label %{exit_l}")
+        self.start_block(body_l)
+        saved = self.vars.get(var)
+        self.vars[var] = iv
+        self.stmt(body)
+        if saved is not None:
+            self.vars[var] = saved
+        self.line(f"br label %{latch}")
+        self.start_block(latch)
+        self.line(f"{nxt} = add nuw nsw i64 {iv}, 1")
+        md = self._loop_md(kind)
+        self.line(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
+        self.start_block(exit_l)
+
+    def _loop_md(self, kind: str) -> str:
+        if kind == "vectorize":
+            hint = self.mod.md('!"llvm.loop.vectorize.enable", i1 true')
+        elif kind == "unroll":
+            hint = self.mod.md('!"llvm.loop.unroll.enable"')
+        else:
+            return ""
+        return self.mod.md(f"$SELF, {hint}", distinct=True, self_ref=True)
+
+    def _address(self, buf: Buffer, index: te.Expr) -> str:
+        idx = self.expr(index)
+        p = self.tmp()
+        self.line(f"{p} = getelementptr inbounds {MEMTYPE[buf.dtype]}, ptr {self.ptr[id(buf)]}, "
+                  f"i64 {idx}")
+        return p
+
+    def _alias(self, buf: Buffer) -> str:
+        own, others = self.k.scope_md[id(buf)]
+        return f", !alias.scope {own}" + (f", !noalias {others}" if others else "")
+
+    def store(self, s: Store) -> None:
+        val = self.expr(s.value)
+        if s.value.dtype != s.buf.dtype:
+            raise TypeError(f"store of {s.value.dtype} into {s.buf!r}")
+        if s.buf.dtype == "bool":
+            z = self.tmp()
+            self.line(f"{z} = zext i1 {val} to i8")
+            val = z
+        p = self._address(s.buf, s.index)
+        self.line(f"store {MEMTYPE[s.buf.dtype]} {val}, ptr {p}, align {SIZE[s.buf.dtype]}"
+                  + self._alias(s.buf))
+
+    # expressions --------------------------------------------------------------------------
+    def expr(self, e: te.Expr) -> str:
+        if isinstance(e, te.Var):
+            return self.vars[e]
+        if isinstance(e, te.Const):
+            if e.dtype in ("float32", "float64"):
+                return _fconst(float(e.value), e.dtype)
+            if e.dtype == "bool":
+                return "true" if e.value else "false"
+            return str(int(e.value) if e.dtype != "uint8" else int(e.value) & 0xFF)
+        if isinstance(e, BufLoad):
+            p = self._address(e.buf, e.index)
+            v = self.tmp()
+            self.line(f"{v} = load {MEMTYPE[e.buf.dtype]}, ptr {p}, align {SIZE[e.buf.dtype]}"
+                      + self._alias(e.buf))
+            if e.buf.dtype == "bool":
+                b = self.tmp()
+                self.line(f"{b} = icmp ne i8 {v}, 0")
+                return b
+            return v
+        if isinstance(e, te.Binary):
+            return self.binary(e)
+        if isinstance(e, te.Unary):
+            return self.unary(e)
+        if isinstance(e, te.Select):
+            return self.select(e)
+        if isinstance(e, te.Cast):
+            return self.cast(e)
+        raise TypeError(f"cannot generate code for {e!r}")
+
+    def _call(self, ret: str, fn: str, args: list[tuple[str, str]]) -> str:
+        v = self.tmp()
+        self.line(f"{v} = call {ret} @{fn}(" + ", ".join(f"{t} {a}" for t, a in args) + ")")
+        return v
+
+    def _intrinsic(self, name: str, ty: str, args: list[str]) -> str:
+        suffix = {"float": "f32", "double": "f64"}.get(ty, ty)
+        fn = f"llvm.{name}.{suffix}"
+        self.mod.declares.add(f"declare {ty} @{fn}(" + ", ".join([ty] * len(args))
+                              + (", i1" if name == "abs" and ty.startswith("i") else "") + ")")
+        call_args = [(ty, a) for a in args]
+        if name == "abs" and ty.startswith("i"):
+            call_args.append(("i1", "false"))
+        return self._call(ty, fn, call_args)
+
+    def _math(self, op: str, dtype: str, args: list[str]) -> str:
+        ty = LLTYPE[dtype]
+        if dtype == "float64":
+            a = [self._convert(x, "fpext", "double", "float") for x in args]
+            r = self._math(op, "float32", a)
+            return self._convert(r, "fptrunc", "float", "double")
+        if vecmath is not None and op in vecmath.MATH_FUNCTIONS:
+            self.mod.math.add(op)
+            return self._call(ty, vecmath.MATH_FUNCTIONS[op], [(ty, a) for a in args])
+        if op == "sigmoid":  # 1 / (1 + exp(-x))
+            n = self.tmp()
+            self.line(f"{n} = fneg float {args[0]}")
+            ex = self._math("exp", dtype, [n])
+            d = self.tmp()
+            self.line(f"{d} = fadd float 1.0, {ex}")
+            r = self.tmp()
+            self.line(f"{r} = fdiv float 1.0, {d}")
+            return r
+        if op == "softplus":  # max(x,0) + log(1 + exp(-|x|))
+            ab = self._intrinsic("fabs", ty, args)
+            n = self.tmp()
+            self.line(f"{n} = fneg float {ab}")
+            ex = self._math("exp", dtype, [n])
+            one = self.tmp()
+            self.line(f"{one} = fadd float 1.0, {ex}")
+            lg = self._math("log", dtype, [one])
+            mx = self._intrinsic("maxnum", ty, [args[0], "0.0"])
+            r = self.tmp()
+            self.line(f"{r} = fadd float {mx}, {lg}")
+            return r
+        fn = _LIBM[op]
+        self.mod.declares.add(f"declare float @{fn}(" + ", ".join(["float"] * len(args)) + ")")
+        return self._call(ty, fn, [(ty, a) for a in args])
+
+    def _convert(self, v: str, op: str, src: str, dst: str) -> str:
+        r = self.tmp()
+        self.line(f"{r} = {op} {src} {v} to {dst}")
+        return r
+
+    def binary(self, e: te.Binary) -> str:
+        dt = e.a.dtype
+        ty = LLTYPE[dt]
+        a, b = self.expr(e.a), self.expr(e.b)
+        r = self.tmp()
+        is_float = dt in ("float32", "float64")
+        if e.op in Binary_COMPARE:
+            if is_float:
+                self.line(f"{r} = fcmp {_FCMP[e.op]} {ty} {a}, {b}")
+            else:
+                table = _UCMP if dt in ("uint8", "bool") else _ICMP
+                self.line(f"{r} = icmp {table[e.op]} {ty} {a}, {b}")
+            return r
+        if is_float:
+            if e.op in _FBIN:
+                self.line(f"{r} = {_FBIN[e.op]} {ty} {a}, {b}")
+                return r
+            if e.op in ("min", "max"):
+                return self._intrinsic("minnum" if e.op == "min" else "maxnum", ty, [a, b])
+            if e.op == "pow":
+                return self._math("pow", dt, [a, b])
+            raise TypeError(f"float {e.op} is not supported")
+        if e.op in _IBIN:
+            self.line(f"{r} = {_IBIN[e.op]} {ty} {a}, {b}")
+            return r
+        unsigned = dt in ("uint8", "bool")
+        if e.op == "div":
+            self.line(f"{r} = {'udiv' if unsigned else 'sdiv'} {ty} {a}, {b}")
+            return r
+        if e.op in ("min", "max"):
+            name = ("u" if unsigned else "s") + e.op
+            return self._intrinsic(name, ty, [a, b])
+        if e.op in ("floordiv", "mod"):
+            return self._floor_divmod(e.op, ty, a, b, unsigned)
+        raise TypeError(f"integer {e.op} is not supported")
+
+    def _floor_divmod(self, op: str, ty: str, a: str, b: str, unsigned: bool) -> str:
+        """Python semantics (floor), which index arithmetic with negative offsets needs."""
+        if unsigned:
+            r = self.tmp()
+            self.line(f"{r} = {'udiv' if op == 'floordiv' else 'urem'} {ty} {a}, {b}")
+            return r
+        q, rem, rneg, bneg, differ, nz, fix = (self.tmp() for _ in range(7))
+        self.line(f"{q} = sdiv {ty} {a}, {b}")
+        self.line(f"{rem} = srem {ty} {a}, {b}")
+        self.line(f"{rneg} = icmp slt {ty} {rem}, 0")
+        self.line(f"{bneg} = icmp slt {ty} {b}, 0")
+        self.line(f"{differ} = xor i1 {rneg}, {bneg}")
+        self.line(f"{nz} = icmp ne {ty} {rem}, 0")
+        self.line(f"{fix} = and i1 {differ}, {nz}")
+        out = self.tmp()
+        if op == "floordiv":
+            adj = self.tmp()
+            self.line(f"{adj} = sext i1 {fix} to {ty}")
+            self.line(f"{out} = add {ty} {q}, {adj}")
+        else:
+            addb = self.tmp()
+            self.line(f"{addb} = select i1 {fix}, {ty} {b}, {ty} 0")
+            self.line(f"{out} = add {ty} {rem}, {addb}")
+        return out
+
+    def unary(self, e: te.Unary) -> str:
+        dt = e.dtype
+        ty = LLTYPE[dt]
+        a = self.expr(e.a)
+        is_float = dt in ("float32", "float64")
+        if e.op == "neg":
+            r = self.tmp()
+            self.line(f"{r} = fneg {ty} {a}" if is_float else f"{r} = sub {ty} 0, {a}")
+            return r
+        if e.op == "not":
+            r = self.tmp()
+            self.line(f"{r} = xor i1 {a}, true")
+            return r
+        if e.op == "abs" and not is_float:
+            return self._intrinsic("abs", ty, [a])
+        if not is_float:
+            if e.op in ("floor", "ceil", "round"):
+                return a
+            raise TypeError(f"{e.op} needs a float operand")
+        if e.op in _FLOAT_INTRINSIC:
+            return self._intrinsic(_FLOAT_INTRINSIC[e.op], ty, [a])
+        return self._math(e.op, dt, [a])
+
+    def select(self, e: te.Select) -> str:
+        c = self.expr(e.cond)
+        ty = LLTYPE[e.dtype]
+        if not (_has_load(e.t) or _has_load(e.f)):
+            t, f = self.expr(e.t), self.expr(e.f)
+            r = self.tmp()
+            self.line(f"{r} = select i1 {c}, {ty} {t}, {ty} {f}")
+            return r
+        # A branch that loads may index out of bounds when not taken (padding, masks):
+        # evaluate only the taken side.
+        lt, lf, lj = self.label("St"), self.label("Sf"), self.label("Sj")
+        self.line(f"br i1 {c}, label %{lt}, label %{lf}")
+        self.start_block(lt)
+        t = self.expr(e.t)
+        bt = self.block
+        self.line(f"br label %{lj}")
+        self.start_block(lf)
+        f = self.expr(e.f)
+        bf = self.block
+        self.line(f"br label %{lj}")
+        self.start_block(lj)
+        r = self.tmp()
+        self.line(f"{r} = phi {ty} [ {t}, %{bt} ], [ {f}, %{bf} ]")
+        return r
+
+    def cast(self, e: te.Cast) -> str:
+        src, dst = e.a.dtype, e.dtype
+        a = self.expr(e.a)
+        st, dt_ = LLTYPE[src], LLTYPE[dst]
+        if src == dst:
+            return a
+        fsrc, fdst = src in ("float32", "float64"), dst in ("float32", "float64")
+        usrc = src in ("uint8", "bool")
+        r = self.tmp()
+        if dst == "bool":
+            if fsrc:
+                self.line(f"{r} = fcmp une {st} {a}, 0.0")
+            else:
+                self.line(f"{r} = icmp ne {st} {a}, 0")
+            return r
+        if fsrc and fdst:
+            op = "fpext" if SIZE[dst] > SIZE[src] else "fptrunc"
+        elif fsrc:
+            op = "fptoui" if dst == "uint8" else "fptosi"
+        elif fdst:
+            op = "uitofp" if usrc else "sitofp"
+        else:
+            bits = {"i1": 1, "i8": 8, "i32": 32, "i64": 64}
+            if bits[dt_] > bits[st]:
+                op = "zext" if usrc else "sext"
+            elif bits[dt_] < bits[st]:
+                op = "trunc"
+            else:
+                return a
+        self.line(f"{r} = {op} {st} {a} to {dt_}")
+        return r
+
+
+Binary_COMPARE = te.Binary.COMPARE
+
+
+def _has_load(e: te.Expr) -> bool:
+    if isinstance(e, BufLoad):
+        return True
+    return any(_has_load(c) for c in te.children(e))
+
+
+def optimize_and_emit(text: str, target: CpuTarget) -> tuple[bytes, str]:
+    """Parse, verify, optimise at O3 (vectorizers on) and emit an object. Returns (obj, asm)."""
+    tm = target_machine(target)
+    mod = llvm.parse_assembly(text)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return tm.emit_object(mod), str(mod)
