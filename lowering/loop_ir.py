@@ -78,39 +78,66 @@ class Kernel:
     stages: list[Stmt]
 
 
-def format_expr(e: te.Expr) -> str:
+Names = dict[int, str] | None  # id(Var) -> printed name, for canonical (deduplication) text
+
+
+def format_expr(e: te.Expr, names: Names = None) -> str:
+    def f(x: te.Expr) -> str:
+        return format_expr(x, names)
+
     if isinstance(e, te.Var):
-        return e.name
+        return names.get(id(e), e.name) if names else e.name
     if isinstance(e, te.Const):
         return repr(e.value) if e.dtype != "float32" else f"{e.value!r}f"
     if isinstance(e, BufLoad):
-        return f"{e.buf.name}[{format_expr(e.index)}]"
+        return f"{e.buf.name}[{f(e.index)}]"
     if isinstance(e, te.Binary):
-        return f"{e.op}({format_expr(e.a)}, {format_expr(e.b)})"
+        return f"{e.op}({f(e.a)}, {f(e.b)})"
     if isinstance(e, te.Unary):
-        return f"{e.op}({format_expr(e.a)})"
+        return f"{e.op}({f(e.a)})"
     if isinstance(e, te.Select):
-        return f"select({format_expr(e.cond)}, {format_expr(e.t)}, {format_expr(e.f)})"
+        return f"select({f(e.cond)}, {f(e.t)}, {f(e.f)})"
     if isinstance(e, te.Cast):
-        return f"{e.dtype}({format_expr(e.a)})"
+        return f"{e.dtype}({f(e.a)})"
     raise TypeError(f"not a loop-IR expression: {e!r}")
 
 
-def format_stmt(s: Stmt, indent: int = 0) -> str:
+def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
     pad = "  " * indent
     if isinstance(s, For):
-        head = f"{pad}for {s.var.name} in [{format_expr(s.start)}, {format_expr(s.extent)})"
+        var = format_expr(s.var, names)
+        head = f"{pad}for {var} in [{format_expr(s.start, names)}, {format_expr(s.extent, names)})"
         if s.kind != "serial":
             head += f"  # {s.kind}"
-        return head + "\n" + format_stmt(s.body, indent + 1)
+        return head + "\n" + format_stmt(s.body, indent + 1, names)
     if isinstance(s, Store):
-        return f"{pad}{s.buf.name}[{format_expr(s.index)}] = {format_expr(s.value)}"
+        return (f"{pad}{s.buf.name}[{format_expr(s.index, names)}] = "
+                f"{format_expr(s.value, names)}")
     if isinstance(s, Seq):
-        return "\n".join(format_stmt(x, indent) for x in s.stmts)
+        return "\n".join(format_stmt(x, indent, names) for x in s.stmts)
     raise TypeError(f"not a statement: {s!r}")
 
 
-def format_kernel(k: Kernel) -> str:
-    """Readable text of a kernel; also its identity for deduplication (names canonicalised)."""
-    head = f"kernel {k.name}(" + ", ".join(f"{b.role} {b!r}" for b in k.buffers) + ")"
-    return head + "\n" + "\n".join(format_stmt(s, 1) for s in k.stages)
+def _loop_vars(s: Stmt, out: list[te.Var]) -> None:
+    if isinstance(s, For):
+        out.append(s.var)
+        _loop_vars(s.body, out)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            _loop_vars(x, out)
+
+
+def format_kernel(k: Kernel, canonical: bool = False) -> str:
+    """Readable text of a kernel. `canonical` renames loop variables by position and drops the
+    kernel's name, so that two kernels computing the same thing print the same text."""
+    names: Names = None
+    if canonical:
+        found: list[te.Var] = []
+        for st in k.stages:
+            _loop_vars(st, found)
+        names = {}
+        for v in found:
+            names.setdefault(id(v), f"v{len(names)}")
+    title = "kernel" if canonical else f"kernel {k.name}"
+    head = f"{title}(" + ", ".join(f"{b.role} {b!r}" for b in k.buffers) + ")"
+    return head + "\n" + "\n".join(format_stmt(s, 1, names) for s in k.stages)

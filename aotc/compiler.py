@@ -1,0 +1,340 @@
+"""Graph (static shapes, after passes) → Program: lower every node, generate code, plan memory.
+
+Reads only the onnx_ir graph the passes produced; the packager reads only the Program.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx_ir as ir
+
+from aotc.errors import AotcError, UnsupportedOperators
+from aotc.package.memory_plan import PlanBuffer, plan_memory
+from aotc.package.program import BufferRef, Program, Step, TensorInfo
+from lowering import te
+from lowering.default_schedule import default_schedule
+from lowering.loop_ir import Kernel, format_kernel
+from lowering.lower import lower_kernel, stages_of
+from lowering.ops import OPS, Alias, OpContext
+from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
+from targets.cpu.target import CpuTarget
+
+DTYPE_NAMES: dict[ir.DataType, str] = {
+    ir.DataType.FLOAT: "float32",
+    ir.DataType.DOUBLE: "float64",
+    ir.DataType.INT64: "int64",
+    ir.DataType.INT32: "int32",
+    ir.DataType.INT8: "int8",
+    ir.DataType.UINT8: "uint8",
+    ir.DataType.BOOL: "bool",
+}
+WEIGHT_ALIGN = 64
+
+
+def unsupported_nodes(graph: ir.Graph) -> list[tuple[str, str]]:
+    """(node name, operator) for every node aotc cannot compile."""
+    bad = []
+    for node in graph:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+            op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+            bad.append((node.name or "<unnamed>", op))
+    return bad
+
+
+def value_dtype(v: ir.Value, file: str | None, node: str | None = None) -> str:
+    if v.dtype not in DTYPE_NAMES:
+        raise AotcError(
+            f"value '{v.name}' has element type {v.dtype}, which aotc does not compile",
+            file=file, node=node,
+        )
+    return DTYPE_NAMES[v.dtype]
+
+
+def value_shape(v: ir.Value, file: str | None, node: str | None = None) -> tuple[int, ...]:
+    if v.shape is None:
+        raise AotcError(f"value '{v.name}' has no inferred shape", file=file, node=node)
+    dims = []
+    for d in v.shape:
+        if not isinstance(d, int):
+            raise AotcError(
+                f"value '{v.name}' has a dynamic dimension '{d}'", file=file, node=node,
+                hint="bind it with --input-shape name=d0,d1,...",
+            )
+        dims.append(d)
+    return tuple(dims)
+
+
+@dataclass
+class _Loc:
+    """Where a value's bytes live before memory planning."""
+
+    storage: str  # "input" | "output" | "weight" | "arena"
+    key: object  # input/output index, weight id, or arena root id
+
+
+@dataclass
+class _PendingStep:
+    kernel: str
+    args: list[_Loc]
+    node: str
+
+
+@dataclass
+class CompileStats:
+    nodes: int = 0
+    kernels: int = 0
+    unique_kernels: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class _Compiler:
+    def __init__(self, model: ir.Model, target: CpuTarget, name: str, file: str | None) -> None:
+        self.graph = model.graph
+        self.target = target
+        self.name = name
+        self.file = file
+        self.loc: dict[ir.Value, _Loc] = {}
+        self.steps: list[_PendingStep] = []
+        self.kernels: dict[str, Kernel] = {}  # canonical text -> kernel (deduplicated)
+        self.kernel_symbol: dict[str, str] = {}
+        self.weights: dict[int, tuple[int, np.ndarray]] = {}  # id(value) -> (offset, array)
+        self.weight_blob = bytearray()
+        self.arena_sizes: dict[object, int] = {}
+        self.scratch_count = 0
+        self.stats = CompileStats()
+
+    # locations --------------------------------------------------------------------------
+    def _weight(self, v: ir.Value) -> _Loc:
+        if id(v) not in self.weights:
+            arr = np.ascontiguousarray(v.const_value.numpy())  # type: ignore[union-attr]
+            pad = (-len(self.weight_blob)) % WEIGHT_ALIGN
+            self.weight_blob += b"\0" * pad
+            off = len(self.weight_blob)
+            self.weight_blob += arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+            self.weights[id(v)] = (off, arr)
+        return _Loc("weight", self.weights[id(v)][0])
+
+    def location(self, v: ir.Value) -> _Loc:
+        if v in self.loc:
+            return self.loc[v]
+        if v.const_value is not None:
+            return self._weight(v)
+        raise AotcError(f"value '{v.name}' is used before it is computed", file=self.file)
+
+    # nodes ------------------------------------------------------------------------------
+    def context(self, node: ir.Node) -> OpContext:
+        inputs: list[te.Tensor | None] = []
+        consts: list[np.ndarray | None] = []
+        for v in node.inputs:
+            if v is None:
+                inputs.append(None)
+                consts.append(None)
+                continue
+            shape = value_shape(v, self.file, node.name)
+            inputs.append(te.placeholder(shape, value_dtype(v, self.file, node.name), "in"))
+            consts.append(v.const_value.numpy() if v.const_value is not None else None)
+        attrs = {k: _attr_value(a) for k, a in node.attributes.items()}
+        return OpContext(
+            node=node.name or "<unnamed>", op_type=node.op_type, attrs=attrs, inputs=inputs,
+            consts=consts,
+            out_shapes=[value_shape(o, self.file, node.name) for o in node.outputs],
+            out_dtypes=[value_dtype(o, self.file, node.name) for o in node.outputs],
+            file=self.file,
+        )
+
+    def compile_node(self, node: ir.Node) -> None:
+        ctx = self.context(node)
+        results = OPS[node.op_type](ctx)
+        if len(results) != len(node.outputs):
+            raise ctx.error(f"definition gave {len(results)} outputs, the node has "
+                            f"{len(node.outputs)}")
+        produced: list[tuple[ir.Value, te.Tensor]] = []
+        for out, res, shape, dtype in zip(node.outputs, results, ctx.out_shapes,
+                                          ctx.out_dtypes, strict=True):
+            if isinstance(res, Alias):
+                src = node.inputs[res.index]
+                assert src is not None
+                self.loc[out] = self.location(src)
+                continue
+            if res.shape != shape or res.dtype != dtype:
+                raise ctx.error(f"output '{out.name}' computed as {res.dtype}{list(res.shape)}, "
+                                f"inferred as {dtype}{list(shape)}")
+            produced.append((out, res))
+        if produced:
+            self.emit_kernel(node, ctx, produced)
+
+    def emit_kernel(self, node: ir.Node, ctx: OpContext,
+                    produced: list[tuple[ir.Value, te.Tensor]]) -> None:
+        outs = [t for _, t in produced]
+        used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
+        in_tensors, in_locs = [], []
+        for v, ph in zip(node.inputs, ctx.inputs, strict=True):
+            if ph is not None and id(ph) in used and v is not None:
+                in_tensors.append(ph)
+                in_locs.append(self.location(v))
+        lanes = self.target.vector_lanes_f32
+        kernel = lower_kernel("k", in_tensors, outs, lambda t: default_schedule(t, lanes))
+        symbol = self.add_kernel(kernel)
+        out_locs = []
+        for v, _ in produced:
+            self.loc[v] = self._new_arena(v)
+            out_locs.append(self.loc[v])
+        scratch = []
+        for b in kernel.buffers:
+            if b.role == "scratch":
+                key = ("scratch", self.scratch_count)
+                self.scratch_count += 1
+                self.arena_sizes[key] = b.size * _itemsize(b.dtype)
+                scratch.append(_Loc("arena", key))
+        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch, ctx.node))
+
+    def _new_arena(self, v: ir.Value) -> _Loc:
+        key = ("value", v.name, id(v))
+        shape = value_shape(v, self.file)
+        self.arena_sizes[key] = int(np.prod(shape, dtype=np.int64)) * _itemsize(
+            value_dtype(v, self.file))
+        return _Loc("arena", key)
+
+    def add_kernel(self, kernel: Kernel) -> str:
+        self.stats.kernels += 1
+        key = format_kernel(kernel, canonical=True)
+        if key not in self.kernel_symbol:
+            symbol = f"{self.name}_k{len(self.kernel_symbol)}"
+            kernel.name = symbol
+            self.kernel_symbol[key] = symbol
+            self.kernels[key] = kernel
+        return self.kernel_symbol[key]
+
+    def copy_into_output(self, v: ir.Value, index: int) -> None:
+        """A graph output that no kernel writes (an input, a weight, a view): copy it."""
+        shape = value_shape(v, self.file)
+        dtype = value_dtype(v, self.file)
+        src = te.placeholder(shape, dtype, "src")
+        dst = te.compute(shape, lambda *i: src[i], name="copy")
+        lanes = self.target.vector_lanes_f32
+        symbol = self.add_kernel(lower_kernel("k", [src], [dst],
+                                              lambda t: default_schedule(t, lanes)))
+        self.steps.append(_PendingStep(symbol, [self.location(v), _Loc("output", index)],
+                                       f"output:{v.name}"))
+
+
+def _itemsize(dtype: str) -> int:
+    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
+            "bool": 1}[dtype]
+
+
+def _attr_value(a: ir.Attr) -> object:
+    v = a.value
+    if isinstance(v, ir.TensorProtocol):
+        return v.numpy()
+    if isinstance(v, (list, tuple)):
+        return list(v)
+    return v
+
+
+def compile_model(
+    model: ir.Model,
+    target: CpuTarget,
+    *,
+    name: str = "model",
+    num_threads: int = 0,
+    file: str | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> Program:
+    """Lower, generate and plan a model whose values all have static shapes."""
+    graph = model.graph
+    bad = unsupported_nodes(graph)
+    if bad:
+        raise UnsupportedOperators(file, bad)
+    c = _Compiler(model, target, name, file)
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    if on_stage:
+        on_stage("lowering")
+    inputs = [v for v in graph.inputs if not v.is_initializer()]
+    for i, v in enumerate(inputs):
+        c.loc[v] = _Loc("input", i)
+    nodes = list(graph)
+    c.stats.nodes = len(nodes)
+    for node in nodes:
+        c.compile_node(node)
+    # graph outputs: a kernel that produced an arena value writes the output buffer instead
+    out_index: dict[int, int] = {}
+    for i, v in enumerate(graph.outputs):
+        loc = c.loc.get(v)
+        root_is_own = (
+            loc is not None and loc.storage == "arena" and isinstance(loc.key, tuple)
+            and loc.key[0] == "value" and loc.key[2] == id(v) and id(v) not in out_index
+        )
+        if root_is_own:
+            assert loc is not None
+            key = loc.key
+            for st in c.steps:
+                st.args = [_Loc("output", i) if (a.storage == "arena" and a.key == key) else a
+                           for a in st.args]
+            for val, lc in list(c.loc.items()):
+                if lc.storage == "arena" and lc.key == key:
+                    c.loc[val] = _Loc("output", i)
+            out_index[id(v)] = i
+        else:
+            c.copy_into_output(v, i)
+    times["lower"] = time.perf_counter() - t0
+
+    if on_stage:
+        on_stage("codegen")
+    t0 = time.perf_counter()
+    mb = ModuleBuilder(target)
+    for k in c.kernels.values():
+        mb.add_kernel(k)
+    ll = mb.text()
+    obj, _ = optimize_and_emit(ll, target)
+    times["codegen"] = time.perf_counter() - t0
+
+    if on_stage:
+        on_stage("memory plan")
+    t0 = time.perf_counter()
+    first: dict[object, int] = {}
+    last: dict[object, int] = {}
+    for i, st in enumerate(c.steps):
+        for a in st.args:
+            if a.storage == "arena":
+                first.setdefault(a.key, i)
+                last[a.key] = i
+    plan = plan_memory([PlanBuffer(k, c.arena_sizes[k], first[k], last[k]) for k in first])
+    steps = []
+    for st in c.steps:
+        refs = []
+        for a in st.args:
+            if a.storage == "arena":
+                refs.append(BufferRef("arena", plan.offsets[a.key]))
+            else:
+                refs.append(BufferRef(a.storage, int(a.key)))  # type: ignore[arg-type, call-overload]
+        steps.append(Step(st.kernel, tuple(refs), st.node))
+    times["plan"] = time.perf_counter() - t0
+
+    c.stats.unique_kernels = len(c.kernels)
+    c.stats.seconds = times
+    return Program(
+        name=name,
+        inputs=[TensorInfo(v.name or f"input{i}", value_dtype(v, file), value_shape(v, file))
+                for i, v in enumerate(inputs)],
+        outputs=[TensorInfo(v.name or f"output{i}", value_dtype(v, file), value_shape(v, file))
+                 for i, v in enumerate(graph.outputs)],
+        steps=steps,
+        arena_size=plan.arena_size,
+        arena_lower_bound=plan.lower_bound,
+        arena_no_reuse=plan.no_reuse,
+        weights=bytes(c.weight_blob),
+        kernel_object=obj,
+        kernel_ll=ll,
+        triple=target.triple,
+        cpu=target.cpu,
+        cpu_features=list(target.runtime_features),
+        num_threads=num_threads,
+        stats={"nodes": c.stats.nodes, "kernels": c.stats.kernels,
+               "unique_kernels": c.stats.unique_kernels, "seconds": times},
+    )

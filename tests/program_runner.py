@@ -1,0 +1,125 @@
+"""Compile ONNX models and run the resulting Program in-process for tests.
+
+The kernel object is the one a bundle ships, linked into a shared library with a serial
+`aotc_parallel_for`; a few lines of Python walk the step table the way the C executor does.
+Bundle-level tests (make, run_model, sanitizers) live in test_bundle*.py / test_models.py.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from aotc.compiler import compile_model
+from aotc.package.program import DTYPES, Program
+from targets.cpu.target import host_target
+
+_SERIAL_RUNTIME = r"""
+#include <stdint.h>
+void aotc_parallel_for(void *ctx, void (*body)(void *, int64_t, int64_t), void *env, int64_t n) {
+    (void)ctx;
+    int64_t mid = n / 3;  /* uneven chunks: catches bodies that ignore lo */
+    if (mid > 0) body(env, 0, mid);
+    body(env, mid, n);
+}
+"""
+
+
+def load_graph(model: onnx.ModelProto | str | Path, input_shapes=None, passes: bool = True):
+    try:
+        from aotc.frontend import load_model
+    except ImportError:  # frontend still being written: plain shape inference
+        import onnx_ir as ir
+
+        proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
+        return ir.from_proto(onnx.shape_inference.infer_shapes(proto, data_prop=True))
+    if isinstance(model, onnx.ModelProto):
+        tmp = Path(tempfile.mkdtemp(prefix="aotc_m_")) / "model.onnx"
+        onnx.save(model, tmp)
+        model = tmp
+    graph = load_model(model, input_shapes or {})
+    if passes:
+        try:
+            from aotc.passes import run_passes
+        except ImportError:  # passes still being written
+            return graph
+        graph = run_passes(graph)
+    return graph
+
+
+def compile_onnx(model, input_shapes=None, passes: bool = True) -> Program:
+    return compile_model(load_graph(model, input_shapes, passes), host_target())
+
+
+def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    tmp = Path(tempfile.mkdtemp(prefix="aotc_p_"))
+    (tmp / "k.o").write_bytes(program.kernel_object)
+    (tmp / "rt.c").write_text(_SERIAL_RUNTIME)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "rt.c"),
+                    str(tmp / "k.o"), "-lm"], check=True)
+    lib = ctypes.CDLL(str(tmp / "k.so"))
+    arena = np.zeros(program.arena_size + 64, dtype=np.uint8)
+    arena_base = arena.ctypes.data + (-arena.ctypes.data) % 64
+    weights = np.frombuffer(program.weights + b"\0" * 64, dtype=np.uint8).copy()
+    wbase = weights.ctypes.data
+    ins = []
+    for info, a in zip(program.inputs, inputs, strict=True):
+        arr = np.ascontiguousarray(a, dtype=np.dtype(DTYPES[info.dtype][1]))
+        assert arr.shape == info.shape, (info.name, arr.shape, info.shape)
+        ins.append(arr)
+    outs = [np.zeros(o.shape, dtype=np.dtype(DTYPES[o.dtype][1])) for o in program.outputs]
+    for step in program.steps:
+        ptrs = []
+        for ref in step.args:
+            if ref.storage == "arena":
+                ptrs.append(arena_base + ref.offset)
+            elif ref.storage == "weight":
+                ptrs.append(wbase + ref.offset)
+            elif ref.storage == "input":
+                ptrs.append(ins[ref.offset].ctypes.data)
+            else:
+                ptrs.append(outs[ref.offset].ctypes.data)
+        fn = getattr(lib, step.kernel)
+        fn.restype = ctypes.c_int32
+        assert fn(None, (ctypes.c_void_p * len(ptrs))(*ptrs), None) == 0
+    return outs
+
+
+def ort_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    if model.ir_version > 10:  # onnx.helper writes IR versions newer than onnxruntime reads
+        model = onnx.ModelProto.FromString(model.SerializeToString())
+        model.ir_version = 10
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    return sess.run(None, dict(zip(names, inputs, strict=True)))
+
+
+def assert_close(got: np.ndarray, want: np.ndarray, tol: float = 1e-4) -> None:
+    """fp32: max absolute error ≤ tol × max(1, scale of the expected output)."""
+    assert got.shape == want.shape, (got.shape, want.shape)
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+        return
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isfinite(got), finite)
+    scale = max(1.0, float(np.abs(want[finite]).max()) if finite.any() else 1.0)
+    err = float(np.abs(got[finite].astype(np.float64) - want[finite]).max()) if finite.any() else 0
+    assert err <= tol * scale, f"max abs error {err:.3g} > {tol * scale:.3g}"
+
+
+def check_model(model: onnx.ModelProto, inputs: list[np.ndarray], tol: float = 1e-4,
+                input_shapes=None) -> None:
+    """Compile `model`, run it, compare every output with onnxruntime."""
+    program = compile_onnx(model, input_shapes)
+    got = run_program(program, inputs)
+    want = ort_outputs(model, inputs)
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w, tol)
