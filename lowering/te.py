@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Union
 
 DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
 FLOAT_DTYPES = ("float32", "float64")
@@ -68,7 +67,7 @@ class Expr:
         return unary("neg", self)
 
 
-ExprLike = Union[Expr, int, float, bool]
+ExprLike = Expr | int | float | bool
 
 
 class Var(Expr):

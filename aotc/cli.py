@@ -1,0 +1,213 @@
+"""The `aotc` command: optimize (compile to a bundle), verify (against onnxruntime), inspect."""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from aotc.errors import AotcError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="aotc: compile ONNX models into C bundles that run without Python.",
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True)
+out = Console()
+T = TypeVar("T")
+
+InputShape = Annotated[
+    list[str] | None,
+    typer.Option("--input-shape", help="Bind an input's shape: name=d0,d1,... (repeatable)."),
+]
+
+
+def _fail(e: AotcError) -> None:
+    err.print(f"[bold red]error:[/] {e.render()}", highlight=False, markup=True)
+    raise typer.Exit(2)
+
+
+@contextmanager
+def _user_errors(verbose: bool) -> Iterator[None]:
+    """User errors → one message, exit 2. Bugs → a short message (traceback with --verbose)."""
+    try:
+        yield
+    except AotcError as e:
+        _fail(e)
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise typer.Exit(130) from None
+    except Exception as e:  # an aotc bug: say so plainly
+        if verbose:
+            traceback.print_exc()
+        err.print(f"[bold red]internal error:[/] {type(e).__name__}: {e}\n"
+                  "  this is a bug in aotc; rerun with --verbose for the traceback",
+                  highlight=False)
+        raise typer.Exit(1) from None
+
+
+class _Stages:
+    """Times named stages and shows them on a rich progress display."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task = progress.add_task("starting", total=None)
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[[], T]) -> T:
+        self.progress.update(self.task, description=name)
+        t0 = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+@app.command()
+def optimize(
+    model: Annotated[Path, typer.Argument(help="The ONNX model to compile.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Bundle folder to write.")],
+    input_shape: InputShape = None,
+    target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64")] = "cpu",
+    emit: Annotated[str, typer.Option(help="What to emit: c (a C bundle)")] = "c",
+    threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
+    name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
+    weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
+    disable_pass: Annotated[list[str] | None, typer.Option("--disable-pass", help="Switch a graph pass off (repeatable)")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Compile MODEL into a C bundle in OUTPUT (header, executor, kernels, weights, Makefile)."""
+    with _user_errors(verbose):
+        from aotc.driver import optimize_model
+
+        if emit != "c":
+            raise AotcError(f"--emit {emit} is not available yet", hint="use --emit c")
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                            TimeElapsedColumn(), console=err, transient=True)
+        with progress:
+            stages = _Stages(progress)
+            result = optimize_model(
+                model, output, input_shapes=input_shape or [], target=target, threads=threads,
+                name=name, weights_format=weights, disabled_passes=disable_pass or [],
+                run_stage=stages.run, log=(err.print if verbose else None),
+            )
+        table = Table(title=f"aotc: {model.name} → {output}/", show_header=False)
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("nodes (model → after passes)", f"{result.nodes_before} → {result.nodes_after}")
+        table.add_row("kernels (steps / distinct)", f"{result.steps} / {result.unique_kernels}")
+        table.add_row("arena", f"{_size(result.arena)} (lower bound {_size(result.arena_lower_bound)},"
+                      f" no reuse {_size(result.arena_no_reuse)})")
+        table.add_row("weights", _size(result.weights))
+        table.add_row("target", f"{result.target}")
+        for stage, secs in stages.seconds.items():
+            table.add_row(f"time: {stage}", f"{secs:.2f} s")
+        table.add_row("time: total", f"{sum(stages.seconds.values()):.2f} s")
+        out.print(table)
+        out.print(f"build it with: make -C {output}")
+
+
+@app.command()
+def verify(
+    model: Annotated[Path, typer.Argument(help="The ONNX model the bundle was compiled from.")],
+    bundle: Annotated[Path, typer.Argument(help="The bundle folder.")],
+    input_shape: InputShape = None,
+    runs: Annotated[int, typer.Option(help="How many random input sets to try")] = 2,
+    tol: Annotated[float, typer.Option(help="Allowed max abs error relative to max(1, |output|)")] = 1e-4,
+    threads: Annotated[int, typer.Option(help="Threads for run_model (0 = bundle default)")] = 0,
+    cc: Annotated[str, typer.Option(help="C compiler for building the bundle")] = "cc",
+    runner: Annotated[str | None, typer.Option(help="Run run_model under this command, e.g. 'qemu-aarch64 -L /usr/aarch64-linux-gnu'")] = None,
+    seed: int = 0,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Build BUNDLE, run it on random inputs, and compare its outputs with onnxruntime."""
+    with _user_errors(verbose):
+        from aotc.verify import verify_bundle
+
+        reports = verify_bundle(model, bundle, input_shapes=input_shape or [], runs=runs,
+                                tol=tol, threads=threads, cc=cc,
+                                runner=runner.split() if runner else None, seed=seed)
+        table = Table(title=f"aotc verify: {bundle}/ vs onnxruntime")
+        for col in ("run", "output", "max abs error", "scale", "result"):
+            table.add_column(col)
+        ok = True
+        for r in reports:
+            ok &= r.ok
+            table.add_row(str(r.run), r.output, f"{r.max_abs_error:.3g}", f"{r.scale:.3g}",
+                          "[green]ok[/]" if r.ok else "[red]MISMATCH[/]")
+        out.print(table)
+        if not ok:
+            err.print("[bold red]verify failed:[/] outputs differ from onnxruntime")
+            raise typer.Exit(1)
+        out.print("[green]all outputs match onnxruntime[/]")
+
+
+@app.command()
+def inspect(
+    model: Annotated[Path, typer.Argument(help="The ONNX model to describe.")],
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Print a model's inputs, outputs, operator histogram, unsupported ops, unbound dims."""
+    with _user_errors(verbose):
+        from aotc.inspect import describe_model
+
+        d = describe_model(model)
+        out.print(f"[bold]{model}[/]  opset {d.opset}, ir_version {d.ir_version}, "
+                  f"{d.num_nodes} nodes, producer {d.producer or '?'}")
+        io = Table(title="inputs and outputs")
+        for col in ("kind", "name", "dtype", "shape"):
+            io.add_column(col)
+        for kind, items in (("input", d.inputs), ("output", d.outputs)):
+            for n, dt, shape in items:
+                io.add_row(kind, n, dt, "[" + ", ".join(map(str, shape)) + "]")
+        out.print(io)
+        hist = Table(title="operators")
+        hist.add_column("operator")
+        hist.add_column("count", justify="right")
+        hist.add_column("supported")
+        for op, count in d.op_histogram:
+            hist.add_row(op, str(count), "yes" if op not in d.unsupported_ops else "[red]no[/]")
+        out.print(hist)
+        if d.unsupported:
+            out.print("[red]unsupported nodes:[/]")
+            for node, op in d.unsupported:
+                out.print(f"  {node} ({op})")
+        if d.unbound:
+            out.print("[yellow]unbound dimensions[/] (bind with --input-shape name=d0,d1,...):")
+            for name, axis, sym in d.unbound:
+                out.print(f"  {name} axis {axis}: '{sym}'")
+        if not d.unsupported and not d.unbound:
+            out.print("[green]ready to compile[/]")
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit as e:
+        # click reports bad usage with exit status 2 already; keep it
+        sys.exit(e.code)
+
+
+if __name__ == "__main__":
+    main()

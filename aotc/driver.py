@@ -1,0 +1,134 @@
+"""`aotc optimize` as a function: model file → checked, rewritten, compiled, packaged bundle."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import onnx
+
+from aotc.errors import AotcError
+from aotc.package.program import Program
+
+T = TypeVar("T")
+StageRunner = Callable[[str, Callable[[], Any]], Any]
+
+
+@dataclass
+class OptimizeResult:
+    program: Program
+    nodes_before: int
+    nodes_after: int
+    steps: int
+    unique_kernels: int
+    arena: int
+    arena_lower_bound: int
+    arena_no_reuse: int
+    weights: int
+    target: str
+
+
+def _plain_stage(_name: str, fn: Callable[[], T]) -> T:
+    return fn()
+
+
+def check_output_writable(output: Path) -> None:
+    parent = output.resolve().parent
+    if not parent.is_dir():
+        raise AotcError(f"the folder {parent} does not exist", file=str(output),
+                        hint="create it first or choose another -o")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise AotcError(f"cannot write into {parent} (permission denied)", file=str(output))
+    if output.exists() and not output.is_dir():
+        raise AotcError("exists and is not a folder", file=str(output))
+
+
+def count_nodes(path: Path) -> int:
+    try:
+        return len(onnx.load(str(path), load_external_data=False).graph.node)
+    except Exception:  # the frontend reports malformed files properly
+        return 0
+
+
+def compile_file(
+    model: Path,
+    *,
+    input_shapes: list[str] | dict[str, tuple[int, ...]],
+    target: str = "cpu",
+    threads: int = 0,
+    name: str = "model",
+    disabled_passes: list[str] | None = None,
+    run_stage: StageRunner = _plain_stage,
+    log: Callable[[str], None] | None = None,
+) -> tuple[Program, int]:
+    """Frontend, passes and compiler; returns the Program and the node count after passes."""
+    from aotc.compiler import compile_model
+    from aotc.frontend import load_model, parse_input_shapes
+    from aotc.package.validate import check_name
+    from aotc.passes import PIPELINE, run_passes
+    from targets.cpu.target import get_target
+
+    model = Path(model)
+    if not model.is_file():
+        raise AotcError("no such file", file=str(model))
+    check_name(name)
+    if threads < 0:
+        raise AotcError(f"--threads must be ≥ 0, got {threads}")
+    known = [n for n, _ in PIPELINE]
+    for p in disabled_passes or []:
+        if p not in known:
+            raise AotcError(f"unknown pass '{p}'", hint=f"passes: {', '.join(known)}")
+    shapes = (parse_input_shapes(input_shapes) if isinstance(input_shapes, list)
+              else dict(input_shapes))
+    tgt = get_target(target)
+    graph = run_stage("load + infer shapes", lambda: load_model(model, shapes))
+    graph = run_stage("graph passes", lambda: run_passes(graph, disabled_passes or [], log))
+    nodes_after = len(list(graph.graph))
+    program = run_stage("lower + codegen", lambda: compile_model(
+        graph, tgt, name=name, num_threads=threads, file=str(model)))
+    return program, nodes_after
+
+
+def optimize_model(
+    model: Path,
+    output: Path,
+    *,
+    input_shapes: list[str] | dict[str, tuple[int, ...]],
+    target: str = "cpu",
+    threads: int = 0,
+    name: str = "model",
+    weights_format: str = "incbin",
+    disabled_passes: list[str] | None = None,
+    run_stage: StageRunner = _plain_stage,
+    log: Callable[[str], None] | None = None,
+) -> OptimizeResult:
+    from aotc.package.bundle import write_bundle
+    from aotc.package.weights import WEIGHTS_FORMATS
+
+    output = Path(output)
+    if weights_format not in WEIGHTS_FORMATS:
+        raise AotcError(f"unknown weights format '{weights_format}'",
+                        hint=f"choose one of: {', '.join(WEIGHTS_FORMATS)}")
+    check_output_writable(output)
+    program, nodes_after = compile_file(
+        model, input_shapes=input_shapes, target=target, threads=threads, name=name,
+        disabled_passes=disabled_passes, run_stage=run_stage, log=log)
+    try:
+        run_stage("write bundle", lambda: write_bundle(program, output, weights_format))
+    except OSError as e:
+        raise AotcError(f"cannot write the bundle: {e.strerror or e}", file=str(output)) from None
+    return OptimizeResult(
+        program=program,
+        nodes_before=count_nodes(Path(model)),
+        nodes_after=nodes_after,
+        steps=len(program.steps),
+        unique_kernels=int(program.stats.get("unique_kernels", 0)),  # type: ignore[call-overload]
+        arena=program.arena_size,
+        arena_lower_bound=program.arena_lower_bound,
+        arena_no_reuse=program.arena_no_reuse,
+        weights=len(program.weights),
+        target=f"{program.triple} ({program.cpu})",
+    )
