@@ -1,0 +1,121 @@
+"""The `aotc` command as a user runs it: success paths, and every user error → exit 2, one
+clear message, no traceback, no output folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+ROOT = Path(__file__).resolve().parent.parent
+MLP = ROOT / "models" / "mlp.onnx"
+
+
+def aotc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aotc", *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def _save(model: onnx.ModelProto, path: Path) -> Path:
+    model.ir_version = 10
+    onnx.save(model, path)
+    return path
+
+
+def _user_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    text = proc.stdout + proc.stderr
+    assert "Traceback" not in text
+    for n in needles:
+        assert n in text, f"{n!r} not in:\n{text}"
+
+
+def test_optimize_verify_inspect(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    proc = aotc("optimize", MLP, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    assert "arena" in proc.stdout and "lower bound" in proc.stdout
+    assert (out / "model.h").is_file() and (out / "Makefile").is_file()
+    proc = aotc("verify", MLP, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "match onnxruntime" in proc.stdout
+    proc = aotc("inspect", MLP)
+    assert proc.returncode == 0
+    assert "Gemm" in proc.stdout and "ready to compile" in proc.stdout
+
+
+def test_malformed_file(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"this is not a protobuf \x00\x01\x02")
+    out = tmp_path / "bundle"
+    _user_error(aotc("optimize", bad, "-o", out), "broken.onnx")
+    assert not out.exists()
+
+
+def test_unsupported_operators_all_listed(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])
+    nodes = [
+        helper.make_node("Det", ["x"], ["d"], name="det_node"),
+        helper.make_node("Relu", ["x"], ["r"], name="relu_node"),
+        helper.make_node("Hardmax", ["r"], ["y"], name="hardmax_node"),
+    ]
+    g = helper.make_graph(nodes, "g", [x], [y, helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
+    path = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]),
+                 tmp_path / "unsup.onnx")
+    out = tmp_path / "bundle"
+    _user_error(aotc("optimize", path, "-o", out), "det_node", "Det", "hardmax_node", "Hardmax")
+    assert not out.exists()
+
+
+def _dynamic_model(tmp_path: Path) -> Path:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y])
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]),
+                 tmp_path / "dyn.onnx")
+
+
+def test_unbound_dimension(tmp_path: Path) -> None:
+    path = _dynamic_model(tmp_path)
+    out = tmp_path / "bundle"
+    _user_error(aotc("optimize", path, "-o", out), "x", "--input-shape")
+    assert not out.exists()
+    proc = aotc("optimize", path, "-o", out, "--input-shape", "x=3,4")
+    assert proc.returncode == 0, proc.stderr
+    assert aotc("verify", path, out, "--input-shape", "x=3,4").returncode == 0
+
+
+@pytest.mark.parametrize("spec", ["x=3,a", "x", "nope=1,4", "x=1,2,3", "x=0,4", "x=3,5"])
+def test_bad_input_shape(tmp_path: Path, spec: str) -> None:
+    path = _dynamic_model(tmp_path)
+    out = tmp_path / "bundle"
+    _user_error(aotc("optimize", path, "-o", out, "--input-shape", spec), "input")
+    assert not out.exists()
+
+
+def test_unwritable_output(tmp_path: Path) -> None:
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    _user_error(aotc("optimize", MLP, "-o", blocker / "bundle"), "a_file")
+
+
+def test_unknown_target_and_pass(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    _user_error(aotc("optimize", MLP, "-o", out, "--target", "z80"), "z80")
+    _user_error(aotc("optimize", MLP, "-o", out, "--disable-pass", "nope"), "nope")
+    assert not out.exists()
+
+
+def test_existing_bundle_kept_on_failure(tmp_path: Path) -> None:
+    out = tmp_path / "bundle"
+    assert aotc("optimize", MLP, "-o", out).returncode == 0
+    before = sorted(p.name for p in out.iterdir())
+    bad = tmp_path / "broken.onnx"
+    bad.write_bytes(b"garbage")
+    _user_error(aotc("optimize", bad, "-o", out), "broken.onnx")
+    assert sorted(p.name for p in out.iterdir()) == before
