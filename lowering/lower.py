@@ -105,7 +105,7 @@ def lower_stage(s: StageSchedule, bufs: dict[int, Buffer]) -> Stmt:
     first = next(i for i, lp in enumerate(s.leaves) if lp.origin == "reduce")
     outer, inner = s.leaves[:first], s.leaves[first:]
     inner_spatial = [lp for lp in inner if lp.origin == "spatial"]
-    init = _nest(inner_spatial, Store(out, out_index, conv(body.init)))
+    init = _nest(inner_spatial, Store(out, out_index, conv(te.substitute(body.init, s.value))))
     update = Store(out, out_index, combine(body.combiner, BufLoad(out, out_index), value))
     return _nest(outer, Seq([init, _nest(inner, update)]))
 

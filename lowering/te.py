@@ -406,7 +406,9 @@ def reduce_identity(combiner: str, dtype: str) -> Const:
     else:
         big = {"int64": 2**63 - 1, "int32": 2**31 - 1, "int8": 127, "uint8": 255}[dtype]
     if combiner == "max":
-        return Const(-big if dtype != "uint8" else 0, dtype)
+        if dtype in FLOAT_DTYPES:
+            return Const(-big, dtype)
+        return Const(0 if dtype == "uint8" else -big - 1, dtype)  # the type's minimum
     return Const(big, dtype)
 
 

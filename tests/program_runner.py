@@ -70,7 +70,7 @@ def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
     wbase = weights.ctypes.data
     ins = []
     for info, a in zip(program.inputs, inputs, strict=True):
-        arr = np.ascontiguousarray(a, dtype=np.dtype(DTYPES[info.dtype][1]))
+        arr = np.array(a, dtype=np.dtype(DTYPES[info.dtype][1]), order="C")  # keeps 0-d
         assert arr.shape == info.shape, (info.name, arr.shape, info.shape)
         ins.append(arr)
     outs = [np.zeros(o.shape, dtype=np.dtype(DTYPES[o.dtype][1])) for o in program.outputs]

@@ -281,9 +281,9 @@ class _FunctionEmitter:
     def _math(self, op: str, dtype: str, args: list[str]) -> str:
         ty = LLTYPE[dtype]
         if dtype == "float64":
-            a = [self._convert(x, "fpext", "double", "float") for x in args]
+            a = [self._convert(x, "fptrunc", "double", "float") for x in args]
             r = self._math(op, "float32", a)
-            return self._convert(r, "fptrunc", "float", "double")
+            return self._convert(r, "fpext", "float", "double")
         if vecmath is not None and op in vecmath.MATH_FUNCTIONS:
             self.mod.math.add(op)
             return self._call(ty, vecmath.MATH_FUNCTIONS[op], [(ty, a) for a in args])
@@ -335,7 +335,7 @@ class _FunctionEmitter:
                 self.line(f"{r} = {_FBIN[e.op]} {ty} {a}, {b}")
                 return r
             if e.op in ("min", "max"):
-                return self._intrinsic("minnum" if e.op == "min" else "maxnum", ty, [a, b])
+                return self._intrinsic("minimumnum" if e.op == "min" else "maximumnum", ty, [a, b])
             if e.op == "pow":
                 return self._math("pow", dt, [a, b])
             raise TypeError(f"float {e.op} is not supported")

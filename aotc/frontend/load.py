@@ -1,0 +1,106 @@
+"""The frontend, start to end: file → checked, canonical, static `onnx_ir.Model`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+import onnx_ir as ir
+import onnx_ir.passes.common as common_passes
+
+from aotc.errors import AotcError
+from aotc.frontend import shapes
+from aotc.frontend.bind import bind_input_shapes
+from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
+from aotc.frontend.functions import inline_functions
+from aotc.frontend.irutil import all_graphs, graph_values
+from aotc.frontend.opset import normalise_opset
+
+# onnx.checker refuses operators deprecated at the model's opset; aotc converts those.
+_DEPRECATED = "is deprecated in domain_version"
+# Rounds of (infer shapes → fold) before giving up on reaching static shapes.
+_MAX_ROUNDS = 6
+
+
+def _with_file(e: AotcError, file: str) -> AotcError:
+    if e.file is not None:
+        return e
+    return AotcError(e.message, file=file, node=e.node, op=e.op, hint=e.hint)
+
+
+def _read(path: Path) -> ir.Model:
+    if not path.is_file():
+        raise AotcError("no such file", file=str(path))
+    try:
+        onnx.checker.check_model(str(path), full_check=False)
+    except Exception as e:  # ValidationError, protobuf DecodeError, OSError...
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if _DEPRECATED not in first:  # GroupNormalization-18 & co: the opset rules convert
+            raise AotcError(f"not a valid ONNX model: {first}", file=str(path),
+                            hint="check that the file is a complete .onnx model (and its "
+                                 "external-data files sit next to it)") from None
+    try:
+        model = ir.load(path)
+    except Exception as e:
+        raise AotcError(f"cannot read the model: {e}", file=str(path)) from None
+    _check_external_data(model, path)
+    return model
+
+
+def _check_external_data(model: ir.Model, path: Path) -> None:
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            tensor = value.const_value
+            if isinstance(tensor, ir.ExternalTensor) and not Path(tensor.path).is_file():
+                raise AotcError(
+                    f"initializer '{value.name}' keeps its data in '{tensor.location}', "
+                    f"which is missing", file=str(path),
+                    hint="copy the external-data file next to the model")
+
+
+def read_model(path: str | os.PathLike) -> ir.Model:
+    """Load, check, drop initializer inputs, inline local functions, normalise the opset.
+
+    Shapes may still be symbolic (this is what `aotc inspect` looks at with `unbound_dims`).
+    """
+    path = Path(path)
+    try:
+        model = _read(path)
+        common_passes.NameFixPass()(model)
+        common_passes.RemoveInitializersFromInputsPass()(model)
+        inline_functions(model)
+        shapes.infer_shapes(model, strict=False)  # ranks and dtypes for the opset rules
+        normalise_opset(model)
+        common_passes.RemoveUnusedOpsetsPass()(model)
+    except AotcError as e:
+        raise _with_file(e, str(path)) from None
+    return model
+
+
+def load_model(path: str | os.PathLike,
+               input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
+    """The frontend: a checked, canonical-opset model where every value is static."""
+    model = read_model(path)
+    try:
+        bind_input_shapes(model, dict(input_shapes or {}))
+        make_static(model)
+    except AotcError as e:
+        raise _with_file(e, str(Path(path))) from None
+    return model
+
+
+def make_static(model: ir.Model) -> None:
+    """Infer shapes and fold shape arithmetic until every value is static (inputs are bound)."""
+    for _ in range(_MAX_ROUNDS):
+        shapes.infer_shapes(model, strict=True)
+        changed = fold_constants(model, max_elements=SHAPE_FOLD_LIMIT)
+        if not changed and _all_static(model):
+            break
+    common_passes.RemoveUnusedNodesPass()(model)
+    common_passes.TopologicalSortPass()(model)
+    shapes.check_static(model)
+
+
+def _all_static(model: ir.Model) -> bool:
+    return all(shapes.is_static(v) for g in all_graphs(model.graph) for v in graph_values(g))

@@ -1,0 +1,146 @@
+"""Shape and dtype inference (onnx's, with data propagation) and the all-static check."""
+
+from __future__ import annotations
+
+import math
+
+import onnx
+import onnx_ir as ir
+
+from aotc.errors import AotcError
+from aotc.frontend import irutil
+
+# Initializers kept in the model handed to onnx's inference: small ones, and integer tensors
+# that may be shapes (data propagation needs their values). Others become typed inputs.
+_KEEP_BYTES = 1024
+_KEEP_INT_ELEMS = 4096
+_INT_TYPES = frozenset({ir.DataType.INT64, ir.DataType.INT32})
+
+# Operators whose output shape depends on input data, not only on input shapes.
+DATA_DEPENDENT_OPS = frozenset({
+    "NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan",
+    "StringSplit", "RegexFullMatch", "OneHot", "Range", "ConstantOfShape", "Expand",
+    "Reshape", "Tile", "Resize", "Slice", "Pad", "Upsample", "CenterCropPad",
+})
+
+
+def _keep(value: ir.Value) -> bool:
+    t = value.const_value
+    if t is None:
+        return False
+    return t.nbytes <= _KEEP_BYTES or (t.dtype in _INT_TYPES and t.size <= _KEEP_INT_ELEMS)
+
+
+def _inference_proto(model: ir.Model) -> onnx.ModelProto:
+    """Serialize `model` with large initializers turned into typed graph inputs."""
+    graph = model.graph
+    n_inputs = len(graph.inputs)
+    moved = [v for v in graph.initializers.values() if not _keep(v)]
+    for v in moved:
+        if v.const_value is not None:
+            v.shape = v.shape or ir.Shape(v.const_value.shape)
+            v.dtype = v.dtype or v.const_value.dtype
+        graph.initializers.pop(v.name)
+        graph.inputs.append(v)
+    try:
+        return ir.serde.serialize_model(model)
+    finally:
+        while len(graph.inputs) > n_inputs:
+            graph.inputs.pop()  # (slice deletion would not reset the values' input flag)
+        for v in moved:
+            graph.initializers.add(v)
+
+
+def _merge_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
+    if new is None:
+        return old
+    if old is None or len(old) != len(new):
+        return new
+    dims = []
+    for a, b in zip(old.dims, new.dims, strict=True):
+        if isinstance(b, int):
+            dims.append(b)
+        elif isinstance(a, int) or b.value is None:
+            dims.append(a)
+        else:
+            dims.append(b)
+    return ir.Shape(dims)
+
+
+def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
+    """Run onnx shape inference (data propagation on) and merge results into `model`.
+
+    With `strict`, an inconsistency (a bad --input-shape, a broken model) is an AotcError;
+    without it, inference is best effort.
+    """
+    proto = _inference_proto(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, check_type=strict, strict_mode=strict, data_prop=True)
+    except Exception as e:  # InferenceError / ValidationError from the C++ side
+        if not strict:
+            return
+        raise AotcError(
+            f"shape inference failed: {str(e).strip()}",
+            hint="check the --input-shape values against what the model expects",
+        ) from None
+    inferred_model = ir.serde.deserialize_model(inferred)
+    for graph, inferred_graph in zip(model.graphs(), inferred_model.graphs(), strict=False):
+        found = ir.convenience.create_value_mapping(inferred_graph)
+        for name, value in ir.convenience.create_value_mapping(graph).items():
+            other = found.get(name)
+            if other is None:
+                continue
+            value.shape = _merge_shape(value.shape, other.shape)
+            if value.type is None and other.type is not None:
+                value.type = other.type
+
+
+def is_static(value: ir.Value) -> bool:
+    return value.dtype is not None and irutil.static_dims(value.shape) is not None
+
+
+def check_static(model: ir.Model) -> None:
+    """Every value has a dtype and a static shape; else an AotcError naming the culprit node."""
+    for graph in irutil.all_graphs(model.graph):
+        for value in graph.inputs:
+            if not is_static(value):
+                raise AotcError(f"the shape of input '{value.name}' is not static ({value.shape})")
+        for node in graph:
+            _check_node_outputs(node)
+            if node.op_type == "Reshape" and node.domain == "":
+                _check_reshape(node)
+
+
+def _check_reshape(node: ir.Node) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    if x is not None and math.prod(x.shape.dims) != math.prod(y.shape.dims):
+        raise AotcError(f"cannot reshape {x.shape} to {y.shape}: element counts differ",
+                        node=node.name, op=node.op_type,
+                        hint="check the --input-shape values against what the model expects")
+
+
+def _check_node_outputs(node: ir.Node) -> None:
+    for out in node.outputs:
+        if not out.name and not out.uses() and not out.is_graph_output():
+            continue  # an omitted optional output
+        if out.type is not None and not isinstance(out.type, ir.TensorType):
+            raise AotcError(f"output '{out.name}' is a {out.type}, aotc handles tensors only",
+                            node=node.name, op=node.op_type)
+        if is_static(out):
+            continue
+        known_inputs = all(v is None or is_static(v) for v in node.inputs)
+        if not known_inputs:
+            continue  # the culprit is an earlier node (graphs are topologically sorted)
+        if node.op_type in DATA_DEPENDENT_OPS:
+            raise AotcError(
+                f"the shape of output '{out.name}' depends on the input data ({out.shape})",
+                node=node.name, op=node.op_type,
+                hint="aotc needs static shapes; bound data-dependent outputs are not "
+                     "supported yet",
+            )
+        raise AotcError(
+            f"cannot infer the dtype and shape of output '{out.name}' "
+            f"(dtype {out.dtype}, shape {out.shape})",
+            node=node.name, op=node.op_type,
+        )

@@ -1,0 +1,107 @@
+"""NAME.h: the one header an application includes: sizes as macros, the run/create API, docs."""
+
+from __future__ import annotations
+
+from aotc.package.c_text import banner, comment_safe, describe_tensor
+from aotc.package.program import Program
+
+WORKSPACE_ALIGN = 64
+
+
+def _io_comment(program: Program) -> list[str]:
+    lines = [" * Inputs (caller-owned, dense C order, read only):"]
+    if not program.inputs:
+        lines.append(" *   (none)")
+    for i, t in enumerate(program.inputs):
+        lines.append(f" *   {i}: {describe_tensor(t)}")
+    lines.append(" * Outputs (caller-owned, dense C order, fully written by every successful run):")
+    for i, t in enumerate(program.outputs):
+        lines.append(f" *   {i}: {describe_tensor(t)}")
+    return lines
+
+
+def _macros(program: Program) -> list[str]:
+    up = program.name.upper()
+    lines = [
+        f"#define {up}_WORKSPACE_SIZE {program.arena_size} /* bytes of workspace {program.name}_run needs */",
+        f"#define {up}_WORKSPACE_ALIGN {WORKSPACE_ALIGN} /* required alignment of that workspace */",
+        f"#define {up}_NUM_INPUTS {len(program.inputs)}",
+        f"#define {up}_NUM_OUTPUTS {len(program.outputs)}",
+    ]
+    for i, t in enumerate(program.inputs):
+        lines.append(f"#define {up}_INPUT_{i}_SIZE {t.nbytes} /* {describe_tensor(t)} */")
+    for i, t in enumerate(program.outputs):
+        lines.append(f"#define {up}_OUTPUT_{i}_SIZE {t.nbytes} /* {describe_tensor(t)} */")
+    return lines
+
+
+def render_header(program: Program) -> str:
+    n, up = program.name, program.name.upper()
+    guard = f"AOTC_{up}_H"
+    feats = ", ".join(program.cpu_features) or "baseline"
+    default = (
+        f"{program.num_threads}, fixed at compile time" if program.num_threads
+        else "all online cores"
+    )
+    lines = [
+        banner(f"public API of the compiled model '{n}'"),
+        "/*",
+        f" * Target: {comment_safe(program.triple)} (cpu {comment_safe(program.cpu)}; "
+        f"needs {comment_safe(feats)}).",
+        " *",
+        *_io_comment(program),
+        " *",
+        " * Every function returns AOTC_OK (0) or an AOTC_ERR_* status (aotc_api.h); none aborts.",
+        " * Thread safety: one context per thread; different contexts (and "
+        f"{n}_run calls with",
+        " * different workspaces) may run at the same time. The library has no global mutable state.",
+        " */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        '#include "aotc_api.h"',
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+        *_macros(program),
+        "",
+        "/* A model instance with its own worker threads and workspace; use from one thread at a time. */",
+        f"typedef struct {n}_context {n}_context;",
+        "",
+        f"/* Runs the model on the calling thread in the caller-owned workspace ({up}_WORKSPACE_SIZE bytes,",
+        f" * {up}_WORKSPACE_ALIGN-aligned; may be NULL when that size is 0), allocating nothing; inputs and",
+        f" * outputs are arrays of {up}_NUM_INPUTS / {up}_NUM_OUTPUTS caller-owned buffers; calls with",
+        " * different workspaces may run concurrently. */",
+        f"int {n}_run(const void *const *inputs, void *const *outputs, void *workspace);",
+        "",
+        "/* Creates a context owning num_threads threads (0 = the default: $AOTC_NUM_THREADS if set,",
+        f" * else {default}) and its workspace; the caller owns *out_ctx and frees it with",
+        f" * {n}_destroy. */",
+        f"int {n}_create({n}_context **out_ctx, int num_threads);",
+        "",
+        "/* Runs the model with ctx's threads and workspace, allocating nothing; one call per context at",
+        " * a time (different contexts may run concurrently). */",
+        f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
+        "",
+        "/* Stops ctx's threads and frees everything it owns; NULL is a no-op. */",
+        f"void {n}_destroy({n}_context *ctx);",
+        "",
+        "/* The number of threads ctx runs on (0 for NULL). */",
+        f"int {n}_context_num_threads(const {n}_context *ctx);",
+        "",
+        "/* A static, never-freed English message for a status code; thread-safe. */",
+        f"const char *{n}_status_message(int status);",
+        "",
+        "/* The model's static descriptor (names, dtypes, shapes and byte sizes of inputs and outputs). */",
+        f"const aotc_model_desc *{n}_describe(void);",
+        "",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        f"#endif /* {guard} */",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""NAME.c: the executor's step and buffer-reference tables, the descriptor, and thin API wrappers."""
+
+from __future__ import annotations
+
+from aotc.package import cpu_check
+from aotc.package.c_header import WORKSPACE_ALIGN
+from aotc.package.c_text import C_DTYPE_ENUM, banner, c_string, comment_safe
+from aotc.package.program import Program, TensorInfo
+
+STORAGE_ENUM = {
+    "arena": "AOTC_REF_ARENA",
+    "weight": "AOTC_REF_WEIGHT",
+    "input": "AOTC_REF_INPUT",
+    "output": "AOTC_REF_OUTPUT",
+}
+
+
+def _tensor_table(n: str, kind: str, tensors: list[TensorInfo]) -> tuple[list[str], str]:
+    """Shape arrays plus the aotc_tensor_desc array; returns (lines, C expression for the array)."""
+    if not tensors:
+        return [], "NULL"
+    lines = []
+    for i, t in enumerate(tensors):
+        dims = ", ".join(str(d) for d in t.shape) or "0"
+        lines.append(f"static const int64_t {n}_{kind}{i}_shape[] = {{{dims}}};")
+    lines.append(f"static const aotc_tensor_desc {n}_{kind}s[] = {{")
+    for i, t in enumerate(tensors):
+        lines.append(
+            f"    {{{c_string(t.name)}, {C_DTYPE_ENUM[t.dtype]}, {c_string(t.dtype)}, "
+            f"{len(t.shape)}, {n}_{kind}{i}_shape, {t.nbytes}u}},"
+        )
+    lines.append("};")
+    return lines, f"{n}_{kind}s"
+
+
+def _tables(program: Program) -> tuple[list[str], str, str]:
+    n = program.name
+    if not program.steps:
+        return [], "NULL", "NULL"
+    refs, steps = [], []
+    first = 0
+    for i, step in enumerate(program.steps):
+        refs.append(f"    /* step {i}: {step.kernel} ({comment_safe(step.node)}) */")
+        refs.extend(f"    {{{STORAGE_ENUM[r.storage]}, {r.offset}}}," for r in step.args)
+        steps.append(f"    {{{step.kernel}, {len(step.args)}, {first}}}, /* {comment_safe(step.node)} */")
+        first += len(step.args)
+    if first == 0:
+        refs.append("    {AOTC_REF_ARENA, 0} /* no kernel takes arguments */")
+    lines = [
+        f"static const aotc_ref {n}_refs[] = {{",
+        *refs,
+        "};",
+        "",
+        f"static const aotc_step {n}_steps[] = {{",
+        *steps,
+        "};",
+    ]
+    return lines, f"{n}_steps", f"{n}_refs"
+
+
+def _api(n: str) -> str:
+    return f"""\
+int {n}_run(const void *const *inputs, void *const *outputs, void *workspace) {{
+    return aotc_model_run(&{n}_program, inputs, outputs, workspace);
+}}
+
+int {n}_create({n}_context **out_ctx, int num_threads) {{
+    aotc_context *ctx = NULL;
+    int rc;
+    if (out_ctx == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    *out_ctx = NULL;
+    rc = aotc_context_create(&{n}_program, &ctx, num_threads);
+    if (rc == AOTC_OK) *out_ctx = ({n}_context *)(void *)ctx;
+    return rc;
+}}
+
+int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs) {{
+    return aotc_context_run((aotc_context *)(void *)ctx, inputs, outputs);
+}}
+
+void {n}_destroy({n}_context *ctx) {{ aotc_context_destroy((aotc_context *)(void *)ctx); }}
+
+int {n}_context_num_threads(const {n}_context *ctx) {{
+    return aotc_context_num_threads((const aotc_context *)(const void *)ctx);
+}}
+
+const char *{n}_status_message(int status) {{ return aotc_status_message(status); }}
+
+const aotc_model_desc *{n}_describe(void) {{ return &{n}_desc; }}
+"""
+
+
+def render_source(program: Program) -> str:
+    n = program.name
+    kernels = list(dict.fromkeys(s.kernel for s in program.steps))
+    in_lines, in_expr = _tensor_table(n, "input", program.inputs)
+    out_lines, out_expr = _tensor_table(n, "output", program.outputs)
+    table_lines, steps_expr, refs_expr = _tables(program)
+    auxv = cpu_check.needs_auxv(program.triple, program.cpu_features)
+    lines = [
+        banner(f"executor tables and API of the model '{n}' (see {n}.h)"),
+        f'#include "{n}.h"',
+        '#include "aotc_runtime.h"',
+        *(["#if defined(__aarch64__) && defined(__linux__)", "#include <sys/auxv.h>", "#endif"]
+          if auxv else []),
+        "",
+        cpu_check.arch_guard(program.triple),
+        "",
+        f"/* Kernels, in {n}_kernels.o (ABI: ARCHITECTURE.md). */",
+        *(f"extern int32_t {k}(void *ctx, void **bufs, const int64_t *dims) AOTC_INTERNAL;"
+          for k in kernels),
+        "",
+        f"/* {len(program.weights)} bytes of weights, 64-byte aligned, in {n}_weights. */",
+        f"extern const unsigned char {n}_weights[] AOTC_INTERNAL;",
+        "",
+        *in_lines,
+        *out_lines,
+        "",
+        f"static const aotc_model_desc {n}_desc = {{",
+        f"    {c_string(n)}, {len(program.inputs)}, {in_expr}, {len(program.outputs)}, {out_expr},",
+        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {c_string(program.triple)}",
+        "};",
+        "",
+        *table_lines,
+        "",
+        cpu_check.cpu_check_function(f"{n}_cpu_supported", program.triple, program.cpu_features),
+        "",
+        f"static const aotc_model {n}_program = {{",
+        f"    &{n}_desc, {steps_expr}, {len(program.steps)}, {refs_expr}, {n}_weights,",
+        f"    {n}_cpu_supported, {program.num_threads}",
+        "};",
+        "",
+        _api(n),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,52 @@
+"""Graph passes `ir.Model -> ir.Model`, run in PIPELINE order; each can be disabled by name.
+
+Every pass keeps the frontend's guarantees: canonical opset, static shapes and dtypes on every
+value, initializers not listed as inputs, graph input/output names unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import onnx_ir as ir
+
+from aotc.errors import AotcError
+from aotc.passes.eliminate_dead_nodes import eliminate_dead_nodes
+from aotc.passes.fold_batchnorm import fold_batchnorm
+from aotc.passes.fold_constants import fold_constants
+from aotc.passes.remove_identity import remove_identity
+
+Pass = Callable[[ir.Model], ir.Model]
+
+PIPELINE: list[tuple[str, Pass]] = [
+    ("fold_constants", fold_constants),
+    ("remove_identity", remove_identity),
+    ("fold_batchnorm", fold_batchnorm),
+    ("eliminate_dead_nodes", eliminate_dead_nodes),
+]
+
+
+def _count(model: ir.Model) -> tuple[int, int]:
+    return sum(1 for _ in model.graph), len(model.graph.initializers)
+
+
+def run_passes(model: ir.Model, disabled: Iterable[str] = (),
+               log: Callable[[str], None] | None = None) -> ir.Model:
+    """Run every pass of PIPELINE not named in `disabled`; `log` gets one line per pass."""
+    disabled = set(disabled)
+    names = [name for name, _ in PIPELINE]
+    unknown = sorted(disabled - set(names))
+    if unknown:
+        raise AotcError(f"unknown pass(es) for --disable-pass: {', '.join(unknown)}",
+                        hint=f"passes: {', '.join(names)}")
+    for name, fn in PIPELINE:
+        if name in disabled:
+            if log:
+                log(f"{name}: disabled")
+            continue
+        nodes, inits = _count(model)
+        model = fn(model)
+        if log:
+            new_nodes, new_inits = _count(model)
+            log(f"{name}: {nodes} → {new_nodes} nodes, {inits} → {new_inits} initializers")
+    return model

@@ -1,0 +1,152 @@
+"""Resize: nearest and (n-)linear resampling over any axes, from constant scales or sizes.
+
+Per resized axis (scale ≠ 1, as onnxruntime decides) a small table stage holds what each output
+position reads: the nearest input index, or the two linear taps and their weights. The main
+stage gathers through the tables: nearest copies one element, linear sums the 2^k corners of
+the k resized axes weighted by the product of per-axis weights. Axes with scale 1 read straight
+through. cubic, antialias and tf_crop_and_resize are rejected.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from lowering import te
+from lowering.ops import OpContext, register_op
+from lowering.ops.common import normalize_axis
+from lowering.ops.nn.geometry import str_attr
+from lowering.ops.nn.resize_coords import (
+    NEAREST_MODES,
+    TRANSFORMS,
+    linear_taps,
+    nearest_index,
+    original_coordinate,
+)
+
+POLICIES = ("stretch", "not_larger", "not_smaller")
+MAX_LINEAR_AXES = 4
+
+
+def _axes(ctx: OpContext, rank: int) -> list[int]:
+    raw = ctx.attr("axes")
+    if raw is None:
+        return list(range(rank))
+    try:
+        axes = [normalize_axis(int(a), rank) for a in raw]
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
+    if len(set(axes)) != len(axes):
+        raise ctx.error(f"repeated axes {list(raw)}")
+    return axes
+
+
+def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[np.float32]:
+    """The float32 scale per axis that the coordinate transform divides by."""
+    rank = len(in_shape)
+    axes = _axes(ctx, rank)
+    scales = [np.float32(1.0)] * rank
+    given = ctx.const(2, "scales") if ctx.has_input(2) else None
+    if given is not None and given.size > 0:
+        vals = np.asarray(given, dtype=np.float32).reshape(-1)
+        if vals.size != len(axes):
+            raise ctx.error(f"{vals.size} scales for {len(axes)} axes")
+        if (vals <= 0).any():
+            raise ctx.error(f"scales must be positive, got {vals.tolist()}")
+        for a, v in zip(axes, vals, strict=True):
+            scales[a] = np.float32(v)
+        return scales
+    if not ctx.has_input(3):
+        raise ctx.error("Resize needs either scales or sizes")
+    sizes = np.asarray(ctx.const(3, "sizes"), dtype=np.int64).reshape(-1)
+    if sizes.size != len(axes):
+        raise ctx.error(f"{sizes.size} sizes for {len(axes)} axes")
+    ratios = [np.float32(s) / np.float32(in_shape[a]) for a, s in zip(axes, sizes, strict=True)]
+    policy = str_attr(ctx, "keep_aspect_ratio_policy", "stretch")
+    if policy not in POLICIES:
+        raise ctx.error(f"keep_aspect_ratio_policy '{policy}' is not one of {POLICIES}")
+    if policy != "stretch":
+        common = min(ratios) if policy == "not_larger" else max(ratios)
+        ratios = [common] * len(axes)
+    for a, r in zip(axes, ratios, strict=True):
+        scales[a] = np.float32(r)
+    return scales
+
+
+def _check_attrs(ctx: OpContext, dtype: str) -> tuple[str, str, str]:
+    mode = str_attr(ctx, "mode", "nearest")
+    transform = str_attr(ctx, "coordinate_transformation_mode", "half_pixel")
+    nearest = str_attr(ctx, "nearest_mode", "round_prefer_floor")
+    if mode == "cubic":
+        raise ctx.error("Resize mode 'cubic' is not supported", hint="use nearest or linear")
+    if mode not in ("nearest", "linear"):
+        raise ctx.error(f"Resize mode '{mode}' is not one of nearest, linear, cubic")
+    if int(ctx.attr("antialias", 0)) and mode != "nearest":
+        raise ctx.error("Resize with antialias=1 is not supported")
+    if transform == "tf_crop_and_resize":
+        raise ctx.error("coordinate_transformation_mode 'tf_crop_and_resize' is not supported")
+    if transform not in TRANSFORMS:
+        raise ctx.error(f"unknown coordinate_transformation_mode '{transform}'")
+    if mode == "nearest" and nearest not in NEAREST_MODES:
+        raise ctx.error(f"nearest_mode '{nearest}' is not one of {', '.join(NEAREST_MODES)}")
+    if mode == "linear" and dtype not in te.FLOAT_DTYPES:
+        raise ctx.error(f"linear Resize of {dtype} tensors is not supported")
+    return mode, transform, nearest
+
+
+@register_op("Resize")
+def resize(ctx: OpContext) -> list[te.Tensor]:
+    x = ctx.input(0)
+    mode, transform, nearest = _check_attrs(ctx, x.dtype)
+    out_shape = ctx.out_shapes[0]
+    if len(out_shape) != len(x.shape):
+        raise ctx.error(f"inferred output shape {list(out_shape)} for input {list(x.shape)}")
+    scales = resize_scales(ctx, x.shape)
+    resized = [a for a, s in enumerate(scales) if s != 1.0]
+    for a, (i, o) in enumerate(zip(x.shape, out_shape, strict=True)):
+        if a not in resized and i != o:
+            raise ctx.error(f"axis {a} changes size ({i} → {o}) with scale 1")
+    if min(x.shape, default=1) == 0 or min(out_shape, default=1) == 0:
+        raise ctx.error("Resize of an empty tensor is not supported")
+
+    def table(a: int, pick: int, dtype: str, name: str) -> te.Tensor:
+        def body(i: te.Var) -> te.Expr:
+            coord = original_coordinate(transform, i, float(scales[a]), out_shape[a], x.shape[a])
+            if mode == "nearest":
+                return nearest_index(nearest, coord, x.shape[a])
+            return linear_taps(coord, x.shape[a])[pick]
+
+        return te.compute((out_shape[a],), body, name=name, dtype=dtype)
+
+    if mode == "nearest":
+        index = {a: table(a, 0, "int64", "resize_idx") for a in resized}
+
+        def gather(*o: te.Var) -> te.Expr:
+            return x[tuple(index[a][od] if a in index else od for a, od in enumerate(o))]
+
+        return [te.compute(out_shape, gather, name="resize_nearest")]
+
+    if len(resized) > MAX_LINEAR_AXES:
+        raise ctx.error(f"linear Resize over {len(resized)} axes (at most {MAX_LINEAR_AXES})")
+    taps = {
+        a: [table(a, k, dt, f"resize_{nm}") for k, (dt, nm) in
+            enumerate((("int64", "lo"), ("int64", "hi"), ("float32", "wlo"), ("float32", "whi")))]
+        for a in resized
+    }
+
+    def interpolate(*o: te.Var) -> te.Expr:
+        total: te.Expr | None = None
+        for corner in itertools.product((0, 1), repeat=len(resized)):
+            side = dict(zip(resized, corner, strict=True))
+            idx = tuple(taps[a][side[a]][od] if a in side else od for a, od in enumerate(o))
+            w: te.Expr | None = None
+            for a in resized:
+                wa = taps[a][2 + side[a]][o[a]]
+                w = wa if w is None else w * wa
+            term = x[idx] if w is None else te.cast(x.dtype, w) * x[idx]
+            total = term if total is None else total + term
+        assert total is not None
+        return total
+
+    return [te.compute(out_shape, interpolate, name="resize_linear")]

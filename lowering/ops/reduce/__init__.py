@@ -1,0 +1,1 @@
+"""Reductions and row normalisations: Reduce*, Softmax/LogSoftmax, LayerNormalization."""

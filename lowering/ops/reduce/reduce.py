@@ -1,0 +1,124 @@
+"""Reduce* operators (opset-18 form: axes as an optional constant input), one table of parts.
+
+Each reduction is a combiner over an element function, optionally finished by an element-wise
+stage (`ReduceMean` divides, `ReduceL2` takes the root, ...). ReduceLogSumExp subtracts the
+row maximum first, as onnxruntime does, so large inputs do not overflow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from lowering import te
+from lowering.ops import OpContext, register_op
+from lowering.ops.reduce.core import normalize_axes, reduce_compute, stat_index
+
+
+@dataclass(frozen=True)
+class Reduction:
+    combiner: str
+    elem: Callable[[te.Expr], te.Expr]
+    # (reduced value, number of elements reduced) -> output value; None = the value itself
+    finish: Callable[[te.Expr, int], te.Expr] | None = None
+    float_only: bool = False
+
+
+def _mean(s: te.Expr, n: int) -> te.Expr:
+    return s / te.Const(n, s.dtype)
+
+
+REDUCTIONS: dict[str, Reduction] = {
+    "ReduceSum": Reduction("sum", lambda x: x),
+    "ReduceMean": Reduction("sum", lambda x: x, _mean),
+    "ReduceMax": Reduction("max", lambda x: x),
+    "ReduceMin": Reduction("min", lambda x: x),
+    "ReduceProd": Reduction("prod", lambda x: x),
+    "ReduceL1": Reduction("sum", lambda x: te.unary("abs", x)),
+    "ReduceL2": Reduction("sum", lambda x: x * x, lambda s, n: te.unary("sqrt", s), True),
+    "ReduceSumSquare": Reduction("sum", lambda x: x * x),
+    "ReduceLogSum": Reduction("sum", lambda x: x, lambda s, n: te.unary("log", s), True),
+}
+
+
+def reduce_axes_of(ctx: OpContext, rank: int) -> list[int] | None:
+    """The axes to reduce, or None for "no reduction" (empty axes with noop_with_empty_axes)."""
+    axes = ctx.optional_const(1)
+    if axes is None or np.asarray(axes).size == 0:
+        if ctx.attr("noop_with_empty_axes", 0):
+            return None
+        return list(range(rank))
+    return normalize_axes(ctx, np.asarray(axes).reshape(-1).tolist(), rank)
+
+
+def _identity(ctx: OpContext, red: Reduction, x: te.Tensor) -> te.Tensor:
+    """Reduction over no axes: the element function and the finish, element by element."""
+
+    def body(*idx: te.Expr) -> te.Expr:
+        v = red.elem(x[idx])
+        return red.finish(v, 1) if red.finish else v
+
+    return te.compute(x.shape, body, name=ctx.op_type.lower())
+
+
+def _check_dtype(ctx: OpContext, x: te.Tensor, float_only: bool) -> None:
+    if x.dtype == "bool" or (float_only and x.dtype not in te.FLOAT_DTYPES):
+        raise ctx.error(f"{ctx.op_type} on {x.dtype} data is not supported")
+
+
+def _reduce(ctx: OpContext) -> list[te.Tensor]:
+    red = REDUCTIONS[ctx.op_type]
+    x = ctx.input(0)
+    _check_dtype(ctx, x, red.float_only)
+    axes = reduce_axes_of(ctx, len(x.shape))
+    if axes is None:
+        return [_identity(ctx, red, x)]
+    keep = bool(ctx.attr("keepdims", 1))
+    name = ctx.op_type.lower()
+    acc = reduce_compute(x.shape, axes, keep, red.combiner, lambda i: red.elem(x[i]), name)
+    if red.finish is None:
+        return [acc]
+    finish = red.finish
+    n = math.prod(x.shape[d] for d in axes)
+    return [te.compute(acc.shape, lambda *i: finish(acc[i], n), name=name + "_finish")]
+
+
+for _name in REDUCTIONS:
+    register_op(_name)(_reduce)
+
+
+@register_op("ReduceLogSumExp")
+def reduce_log_sum_exp(ctx: OpContext) -> list[te.Tensor]:
+    """`m + log(sum(exp(x - m)))` with `m` the maximum (0 where it is infinite)."""
+    x = ctx.input(0)
+    _check_dtype(ctx, x, True)
+    axes = reduce_axes_of(ctx, len(x.shape))
+    if axes is None:
+        return [te.compute(x.shape, lambda *i: x[i], name="reducelogsumexp")]
+    keep = bool(ctx.attr("keepdims", 1))
+    raw = reduce_compute(x.shape, axes, True, "max", lambda i: x[i], "lse_max")
+
+    def shift(*i: te.Expr) -> te.Expr:
+        m = raw[i]
+        finite = te.logical_and(te.gt(m, -math.inf), te.lt(m, math.inf))
+        return te.select(finite, m, te.Const(0, m.dtype))
+
+    m = te.compute(raw.shape, shift, name="lse_shift")
+    s = reduce_compute(
+        x.shape, axes, True, "sum", lambda i: te.unary("exp", x[i] - m[stat_index(i, axes)]),
+        "lse_sum",
+    )
+    out_shape = ctx.out_shapes[0]
+
+    def finish(*o: te.Expr) -> te.Expr:
+        it = iter(o)
+        idx = tuple(
+            te.Const(0, "int64") if (d in axes and not keep) else next(it)
+            for d in range(len(x.shape))
+        )
+        return te.unary("log", s[idx]) + m[idx]
+
+    return [te.compute(out_shape, finish, name="reducelogsumexp")]

@@ -1,0 +1,1 @@
+"""Data movement: views, transposes, concatenation, slicing, gathering, shape queries."""

@@ -1,0 +1,99 @@
+"""Shape, Size, ConstantOfShape, Range: outputs known at compile time, written by a kernel.
+
+The frontend usually folds these to initializers; when it does not (their input is a run-time
+value with a static shape), each becomes a compute whose body is made of constants.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from lowering import te
+from lowering.ops import OpContext, register_op
+
+_NP_TO_DTYPE = {
+    np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+    np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.int8): "int8",
+    np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "bool",
+}
+
+
+def constant_vector(values: Sequence[int | float], dtype: str, name: str) -> te.Tensor:
+    """A 1-D tensor of `values`: a balanced tree of selects on the index (for short vectors)."""
+
+    def pick(i: te.Expr, lo: int, hi: int) -> te.Expr:
+        if hi - lo == 1:
+            return te.Const(values[lo], dtype)
+        mid = (lo + hi) // 2
+        return te.select(te.lt(i, mid), pick(i, lo, mid), pick(i, mid, hi))
+
+    if not values:
+        return te.compute((0,), lambda i: te.Const(0, dtype), name=name)
+    return te.compute((len(values),), lambda i: pick(i, 0, len(values)), name=name)
+
+
+@register_op("Shape")
+def shape(ctx: OpContext) -> list[te.Tensor]:
+    dims = ctx.input(0).shape
+    rank = len(dims)
+
+    def bound(v: int | None, default: int) -> int:
+        if v is None:
+            return default
+        v = int(v)
+        return min(max(v + rank if v < 0 else v, 0), rank)
+
+    start, end = bound(ctx.attr("start"), 0), bound(ctx.attr("end"), rank)
+    return [constant_vector(list(dims[start:end]), "int64", "shape")]
+
+
+@register_op("Size")
+def size(ctx: OpContext) -> list[te.Tensor]:
+    n = math.prod(ctx.input(0).shape)
+    return [te.compute((), lambda: te.Const(n, "int64"), name="size")]
+
+
+@register_op("ConstantOfShape")
+def constant_of_shape(ctx: OpContext) -> list[te.Tensor]:
+    dims = [int(d) for d in np.asarray(ctx.const(0, "shape")).reshape(-1)]
+    value = ctx.attr("value")
+    arr = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    if arr.size != 1:
+        raise ctx.error("value must hold exactly one element")
+    dtype = _NP_TO_DTYPE.get(arr.dtype)
+    if dtype is None:
+        raise ctx.error(f"value of element type {arr.dtype} is not supported")
+    if tuple(dims) != tuple(ctx.out_shapes[0]) or dtype != ctx.out_dtypes[0]:
+        raise ctx.error(f"output {dtype}{dims} disagrees with the inferred "
+                        f"{ctx.out_dtypes[0]}{list(ctx.out_shapes[0])}")
+    fill = arr[0].item()
+    return [te.compute(tuple(dims), lambda *i: te.Const(fill, dtype), name="constant_of_shape")]
+
+
+@register_op("Range")
+def range_(ctx: OpContext) -> list[te.Tensor]:
+    start, limit, delta = (np.asarray(ctx.const(k, w)).reshape(-1) for k, w in
+                           enumerate(("start", "limit", "delta")))
+    dtype = ctx.out_dtypes[0]
+    if any(v.size != 1 for v in (start, limit, delta)):
+        raise ctx.error("start, limit and delta must be scalars")
+    s, lim, d = start[0].item(), limit[0].item(), delta[0].item()
+    if d == 0:
+        raise ctx.error("delta cannot be 0")
+    n = max(math.ceil((lim - s) / d), 0)
+    if (n,) != tuple(ctx.out_shapes[0]):
+        raise ctx.error(f"range has {n} elements, the inferred shape is "
+                        f"{list(ctx.out_shapes[0])}")
+    if dtype in te.FLOAT_DTYPES:
+        # in float64, so that start + i * delta is the exact value rounded once
+        def body(i: te.Expr) -> te.Expr:
+            v = te.Const(s, "float64") + te.cast("float64", i) * te.Const(d, "float64")
+            return te.cast(dtype, v)
+    else:
+        def body(i: te.Expr) -> te.Expr:
+            return te.Const(s, dtype) + te.cast(dtype, i) * te.Const(d, dtype)
+
+    return [te.compute((n,), body, name="range")]

@@ -1,0 +1,67 @@
+/* aotc_api.h: the public types every aotc bundle header uses (status codes, tensor descriptors).
+ *
+ * Part of the aotc runtime; identical in every bundle, so headers of several bundles can be
+ * included in one translation unit.
+ */
+#ifndef AOTC_API_H
+#define AOTC_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every aotc function that can fail returns one of these (0 = success). */
+enum aotc_status {
+    AOTC_OK = 0,
+    AOTC_ERR_NULL_ARGUMENT = 1,        /* a required pointer (or an entry of inputs/outputs) is NULL */
+    AOTC_ERR_BAD_SIZE = 2,             /* a size or shape does not match the model */
+    AOTC_ERR_MISALIGNED_WORKSPACE = 3, /* the workspace is not aligned to the model's alignment */
+    AOTC_ERR_UNSUPPORTED_CPU = 4,      /* this CPU lacks an instruction set the kernels use */
+    AOTC_ERR_OUT_OF_MEMORY = 5,        /* allocation failed while creating a context */
+    AOTC_ERR_THREAD = 6,               /* starting a worker thread failed */
+    AOTC_ERR_BAD_ARGUMENT = 7,         /* an argument is out of range (e.g. a negative thread count) */
+    AOTC_ERR_KERNEL = 8,               /* a kernel reported an error */
+    AOTC_ERR_INTERNAL = 9              /* inconsistent generated tables (a bug in aotc) */
+};
+
+/* Element types of model inputs and outputs. */
+enum aotc_dtype {
+    AOTC_DTYPE_FLOAT32 = 1,
+    AOTC_DTYPE_FLOAT64 = 2,
+    AOTC_DTYPE_INT64 = 3,
+    AOTC_DTYPE_INT32 = 4,
+    AOTC_DTYPE_INT8 = 5,
+    AOTC_DTYPE_UINT8 = 6,
+    AOTC_DTYPE_BOOL = 7 /* one byte per element, 0 or 1 */
+};
+
+/* One model input or output: dense, C (row-major) order. */
+typedef struct aotc_tensor_desc {
+    const char *name;       /* the ONNX value name */
+    int32_t dtype;          /* an enum aotc_dtype */
+    const char *dtype_name; /* "float32", "int64", ... */
+    int32_t rank;
+    const int64_t *shape;   /* rank entries */
+    uint64_t num_bytes;     /* size of the caller's buffer */
+} aotc_tensor_desc;
+
+/* Static description of a compiled model (all pointers refer to constant data). */
+typedef struct aotc_model_desc {
+    const char *name;
+    int32_t num_inputs;
+    const aotc_tensor_desc *inputs;
+    int32_t num_outputs;
+    const aotc_tensor_desc *outputs;
+    uint64_t workspace_size;  /* bytes NAME_run needs as its workspace */
+    uint64_t workspace_align; /* the workspace's required alignment */
+    const char *triple;       /* target the kernels were compiled for */
+} aotc_model_desc;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AOTC_API_H */

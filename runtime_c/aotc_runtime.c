@@ -1,0 +1,168 @@
+/* aotc_runtime.c: status messages, the executor that walks a bundle's step table, argument and
+ * CPU checks, and the context (thread pool + workspace) behind NAME_create. */
+#define _POSIX_C_SOURCE 200809L
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* sysconf(_SC_NPROCESSORS_ONLN) */
+#endif
+
+#include "aotc_runtime.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct aotc_context {
+    const aotc_model *model;
+    aotc_pool *pool;
+    void *workspace; /* model->desc->workspace_size bytes, AOTC_WORKSPACE_ALIGN aligned */
+    int num_threads;
+};
+
+const char *aotc_status_message(int status) {
+    switch (status) {
+    case AOTC_OK: return "ok";
+    case AOTC_ERR_NULL_ARGUMENT: return "a required pointer argument (or an input/output buffer) is NULL";
+    case AOTC_ERR_BAD_SIZE: return "a size or shape does not match the model";
+    case AOTC_ERR_MISALIGNED_WORKSPACE: return "the workspace is not aligned to the model's WORKSPACE_ALIGN bytes";
+    case AOTC_ERR_UNSUPPORTED_CPU: return "this CPU lacks an instruction set extension the model's kernels were compiled for";
+    case AOTC_ERR_OUT_OF_MEMORY: return "out of memory while creating the context";
+    case AOTC_ERR_THREAD: return "could not start the worker threads";
+    case AOTC_ERR_BAD_ARGUMENT: return "an argument is out of range (e.g. a negative thread count)";
+    case AOTC_ERR_KERNEL: return "a kernel reported an error";
+    case AOTC_ERR_INTERNAL: return "internal error: inconsistent generated tables";
+    default: return "unknown status code";
+    }
+}
+
+int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aotc_ref *refs,
+                 unsigned char *arena, const unsigned char *weights, const void *const *inputs,
+                 void *const *outputs) {
+    void *bufs[AOTC_MAX_ARGS];
+    int32_t s, a;
+    for (s = 0; s < num_steps; ++s) {
+        const aotc_step *step = &steps[s];
+        const aotc_ref *ref = &refs[step->first_ref];
+        int32_t rc;
+        if (step->num_args < 0 || step->num_args > AOTC_MAX_ARGS) return AOTC_ERR_INTERNAL;
+        for (a = 0; a < step->num_args; ++a) {
+            int64_t off = ref[a].offset;
+            switch (ref[a].storage) {
+            case AOTC_REF_ARENA: bufs[a] = arena + off; break;
+            case AOTC_REF_WEIGHT: bufs[a] = (void *)(weights + off); break;
+            case AOTC_REF_INPUT: bufs[a] = (void *)inputs[off]; break;
+            case AOTC_REF_OUTPUT: bufs[a] = outputs[off]; break;
+            default: return AOTC_ERR_INTERNAL;
+            }
+        }
+        rc = step->kernel(ctx, bufs, NULL);
+        if (rc != 0) return AOTC_ERR_KERNEL;
+    }
+    return AOTC_OK;
+}
+
+/* NULL input/output arrays or entries. */
+static int check_call(const aotc_model *m, const void *const *inputs, void *const *outputs) {
+    int32_t i;
+    if (m->desc->num_inputs > 0 && inputs == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    if (m->desc->num_outputs > 0 && outputs == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    for (i = 0; i < m->desc->num_inputs; ++i)
+        if (inputs[i] == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    for (i = 0; i < m->desc->num_outputs; ++i)
+        if (outputs[i] == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    return AOTC_OK;
+}
+
+int aotc_model_run(const aotc_model *m, const void *const *inputs, void *const *outputs,
+                   void *workspace) {
+    int rc;
+    if (m == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    rc = check_call(m, inputs, outputs);
+    if (rc != AOTC_OK) return rc;
+    if (workspace == NULL && m->desc->workspace_size > 0) return AOTC_ERR_NULL_ARGUMENT;
+    if ((uintptr_t)workspace % AOTC_WORKSPACE_ALIGN != 0) return AOTC_ERR_MISALIGNED_WORKSPACE;
+    if (m->cpu_supported != NULL && !m->cpu_supported()) return AOTC_ERR_UNSUPPORTED_CPU;
+    return aotc_execute(NULL, m->steps, m->num_steps, m->refs, (unsigned char *)workspace,
+                        m->weights, inputs, outputs);
+}
+
+static int parse_threads(const char *text, int *out) {
+    char *end = NULL;
+    long v;
+    if (text == NULL || *text == '\0') return 0;
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < 1) return 0;
+    *out = v > AOTC_MAX_THREADS ? AOTC_MAX_THREADS : (int)v;
+    return 1;
+}
+
+int aotc_resolve_num_threads(int requested, int compile_default, int *out_num_threads) {
+    long online;
+    int n;
+    if (out_num_threads == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    if (requested < 0) return AOTC_ERR_BAD_ARGUMENT;
+    if (requested > 0) {
+        *out_num_threads = requested > AOTC_MAX_THREADS ? AOTC_MAX_THREADS : requested;
+        return AOTC_OK;
+    }
+    if (parse_threads(getenv("AOTC_NUM_THREADS"), &n)) {
+        *out_num_threads = n;
+        return AOTC_OK;
+    }
+    if (compile_default > 0) {
+        *out_num_threads = compile_default > AOTC_MAX_THREADS ? AOTC_MAX_THREADS : compile_default;
+        return AOTC_OK;
+    }
+    online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online < 1) online = 1;
+    *out_num_threads = online > AOTC_MAX_THREADS ? AOTC_MAX_THREADS : (int)online;
+    return AOTC_OK;
+}
+
+int aotc_context_create(const aotc_model *m, aotc_context **out_ctx, int num_threads) {
+    aotc_context *c;
+    size_t size;
+    int rc, threads = 1;
+    if (out_ctx == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    *out_ctx = NULL;
+    if (m == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    rc = aotc_resolve_num_threads(num_threads, m->default_num_threads, &threads);
+    if (rc != AOTC_OK) return rc;
+    if (m->cpu_supported != NULL && !m->cpu_supported()) return AOTC_ERR_UNSUPPORTED_CPU;
+    c = (aotc_context *)calloc(1, sizeof *c);
+    if (c == NULL) return AOTC_ERR_OUT_OF_MEMORY;
+    c->model = m;
+    c->num_threads = threads;
+    size = (size_t)m->desc->workspace_size;
+    if (size == 0) size = AOTC_WORKSPACE_ALIGN;
+    if (posix_memalign(&c->workspace, AOTC_WORKSPACE_ALIGN, size) != 0) {
+        free(c);
+        return AOTC_ERR_OUT_OF_MEMORY;
+    }
+    rc = aotc_pool_create(&c->pool, threads);
+    if (rc != AOTC_OK) {
+        free(c->workspace);
+        free(c);
+        return rc;
+    }
+    *out_ctx = c;
+    return AOTC_OK;
+}
+
+int aotc_context_run(aotc_context *c, const void *const *inputs, void *const *outputs) {
+    int rc;
+    if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    rc = check_call(c->model, inputs, outputs);
+    if (rc != AOTC_OK) return rc;
+    return aotc_execute(c->pool, c->model->steps, c->model->num_steps, c->model->refs,
+                        (unsigned char *)c->workspace, c->model->weights, inputs, outputs);
+}
+
+void aotc_context_destroy(aotc_context *c) {
+    if (c == NULL) return;
+    aotc_pool_destroy(c->pool);
+    free(c->workspace);
+    free(c);
+}
+
+int aotc_context_num_threads(const aotc_context *c) { return c == NULL ? 0 : c->num_threads; }

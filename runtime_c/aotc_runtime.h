@@ -1,0 +1,100 @@
+/* aotc_runtime.h: what a generated bundle's NAME.c links against: the kernel ABI, the thread
+ * pool, the executor that walks the step table, and the context behind NAME_create.
+ *
+ * Not part of a bundle's public API (applications include NAME.h only). No function here keeps
+ * global mutable state: all state lives in a caller-owned workspace or in a context.
+ */
+#ifndef AOTC_RUNTIME_H
+#define AOTC_RUNTIME_H
+
+#include "aotc_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runtime symbols stay inside a bundle's shared library; build with -DAOTC_INTERNAL= to export
+ * them (e.g. to give a JIT aotc_parallel_for). */
+#ifndef AOTC_INTERNAL
+#if defined(__GNUC__) && !defined(_WIN32)
+#define AOTC_INTERNAL __attribute__((visibility("hidden")))
+#else
+#define AOTC_INTERNAL
+#endif
+#endif
+
+#define AOTC_MAX_ARGS 64        /* most buffer arguments of one kernel (checked by aotc) */
+#define AOTC_WORKSPACE_ALIGN 64 /* alignment of every workspace and arena offset */
+#define AOTC_MAX_THREADS 256
+
+/* Kernel ABI: bufs holds one pointer per argument (inputs, outputs, scratch); 0 = ok. */
+typedef int32_t (*aotc_kernel_fn)(void *ctx, void **bufs, const int64_t *dims);
+typedef void (*aotc_body_fn)(void *env, int64_t lo, int64_t hi);
+
+/* Storage kinds of a buffer reference. */
+enum aotc_storage { AOTC_REF_ARENA = 0, AOTC_REF_WEIGHT = 1, AOTC_REF_INPUT = 2, AOTC_REF_OUTPUT = 3 };
+
+/* A kernel argument: arena/weight byte offset, or input/output index. */
+typedef struct aotc_ref {
+    int32_t storage; /* enum aotc_storage */
+    int64_t offset;
+} aotc_ref;
+
+/* One executor step: kernel(ctx, {refs[first_ref] .. refs[first_ref + num_args - 1]}, NULL). */
+typedef struct aotc_step {
+    aotc_kernel_fn kernel;
+    int32_t num_args;
+    int32_t first_ref;
+} aotc_step;
+
+/* Everything a generated NAME.c hands to the runtime: constant tables only. */
+typedef struct aotc_model {
+    const aotc_model_desc *desc;
+    const aotc_step *steps;
+    int32_t num_steps;
+    const aotc_ref *refs;
+    const unsigned char *weights;
+    int (*cpu_supported)(void); /* 1 when the running CPU has every feature the kernels need */
+    int32_t default_num_threads; /* compile-time default; 0 = all online cores */
+} aotc_model;
+
+const char *aotc_status_message(int status) AOTC_INTERNAL;
+
+/* ---- thread pool (aotc_pool.c) ---- */
+typedef struct aotc_pool aotc_pool;
+
+/* Starts num_threads - 1 workers (the caller of aotc_parallel_for is the other one). */
+int aotc_pool_create(aotc_pool **out_pool, int num_threads) AOTC_INTERNAL;
+/* Stops and joins the workers; NULL is a no-op. */
+void aotc_pool_destroy(aotc_pool *pool) AOTC_INTERNAL;
+int aotc_pool_num_threads(const aotc_pool *pool) AOTC_INTERNAL;
+
+/* Splits [0, n) into contiguous ranges, one per thread, the calling thread taking part; returns
+ * when all are done. ctx == NULL (or a nested call from inside a body) runs body(env, 0, n). */
+void aotc_parallel_for(void *ctx, aotc_body_fn body, void *env, int64_t n) AOTC_INTERNAL;
+
+/* ---- executor and contexts (aotc_runtime.c) ---- */
+
+/* Runs the steps in order; stops at the first kernel that returns non-zero. */
+int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aotc_ref *refs,
+                 unsigned char *arena, const unsigned char *weights, const void *const *inputs,
+                 void *const *outputs) AOTC_INTERNAL;
+
+/* Checks the arguments and the CPU, then runs the model single-threaded in `workspace`. */
+int aotc_model_run(const aotc_model *model, const void *const *inputs, void *const *outputs,
+                   void *workspace) AOTC_INTERNAL;
+
+/* requested > 0: that; else $AOTC_NUM_THREADS, else compile_default, else online cores. */
+int aotc_resolve_num_threads(int requested, int compile_default, int *out_num_threads) AOTC_INTERNAL;
+
+typedef struct aotc_context aotc_context;
+int aotc_context_create(const aotc_model *model, aotc_context **out_ctx, int num_threads) AOTC_INTERNAL;
+int aotc_context_run(aotc_context *ctx, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
+void aotc_context_destroy(aotc_context *ctx) AOTC_INTERNAL;
+int aotc_context_num_threads(const aotc_context *ctx) AOTC_INTERNAL;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AOTC_RUNTIME_H */

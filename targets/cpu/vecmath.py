@@ -1,0 +1,391 @@
+"""Scalar float math functions written in LLVM IR, for the loop vectorizer.
+
+LLVM turns ``llvm.exp.v16f32`` (and friends) into sixteen scalar ``expf`` calls, so the CPU code
+generator does not use the libm intrinsics: it calls the functions defined here from its loops.
+Each one is ``define internal float @aotc_…(float) alwaysinline`` and uses only arithmetic,
+``fcmp``/``select``, ``bitcast`` and integer operations and the intrinsics ``llvm.fmuladd``,
+``llvm.fabs`` and ``llvm.copysign``.  There are no branches, no libm calls and no rounding
+intrinsics (``llvm.rint``/``llvm.floor`` become ``rintf``/``floorf`` calls on x86 targets without
+SSE4.1), so after inlining the loop vectorizer widens them on every target.
+
+Numerics (DESIGN.md decision 3): no ``nnan``/``ninf``/``fast`` flags, the FP environment is never
+touched, and results do not depend on whether ``llvm.fmuladd`` is fused: every range reduction
+that must be exact is exact with or without FMA (Cody-Waite constants with few significant bits).
+Rounding to an integer uses the ``x + 1.5·2^23`` trick, which assumes the default
+round-to-nearest mode (as does every libm).
+
+Accuracy, measured in ``tests/test_vecmath.py`` against float64 references (≤ 4 ulp aimed at):
+
+- ``exp``: underflow is gradual (denormal results are produced, with a single rounding), results
+  round to +inf above ln(FLT_MAX), 0 below about -103.97; -inf and -3.4e38 give exactly 0.
+- ``log``: denormal inputs are scaled by 2^23 first, so they are exact-domain; 0 → -inf,
+  negative → NaN, +inf → +inf.
+- ``tanh``: odd polynomial below 0.625 (no cancellation near 0), ``1 - 2/(e^{2|x|}+1)`` above.
+- ``erf``: odd polynomial below 1, ``1 - erfc`` with ``erfc = e^{-x²}/x·R(1/x²)`` above; ±1 from 4.
+- ``sigmoid``: ``e/(1+e)`` or ``1/(1+e)`` with ``e = exp(-|x|)`` (accurate tails, never NaN).
+- ``softplus``: ``max(x, 0) + log1p(exp(-|x|))`` with a compensated ``log1p``.
+- ``pow``: computed in double (log2 by an atanh series, exp2 by a Taylor polynomial), rounded
+  once to float; special cases follow C99 ``powf`` (pow(x, ±0) = 1, pow(1, y) = 1, pow(-1, ±inf)
+  = 1, negative finite x with non-integer y → NaN, signed zeros/infinities with odd integer y…).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Iterable
+
+__all__ = ["MATH_FUNCTIONS", "math_ir"]
+
+#: ONNX-ish name -> LLVM function name (``float (float)``; ``pow`` is ``float (float, float)``).
+MATH_FUNCTIONS: dict[str, str] = {
+    "exp": "aotc_expf",
+    "log": "aotc_logf",
+    "log1p": "aotc_log1pf",
+    "tanh": "aotc_tanhf",
+    "erf": "aotc_erff",
+    "sigmoid": "aotc_sigmoidf",
+    "softplus": "aotc_softplusf",
+    "pow": "aotc_powf",
+}
+
+_FN_ATTRS = "alwaysinline nounwind willreturn memory(none)"
+
+
+def _flit(v: float) -> str:
+    """LLVM literal of ``v`` rounded to float (LLVM writes float constants as double hex)."""
+    f = struct.unpack("<f", struct.pack("<f", v))[0]
+    return f"0x{struct.unpack('<Q', struct.pack('<d', f))[0]:016X}"
+
+
+def _dlit(v: float) -> str:
+    return f"0x{struct.unpack('<Q', struct.pack('<d', v))[0]:016X}"
+
+
+_INF = math.inf
+_NAN_F = "0x7FF8000000000000"  # quiet NaN (float or double)
+
+
+class _Fn:
+    """Straight-line IR builder for one function body (all values are SSA temporaries)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+
+    def emit(self, rhs: str) -> str:
+        self.n += 1
+        name = f"%t{self.n}"
+        self.lines.append(f"  {name} = {rhs}")
+        return name
+
+    # -- floating point (t is "float" or "double") ------------------------------------------
+    @staticmethod
+    def c(v: float, t: str = "float") -> str:
+        return _flit(v) if t == "float" else _dlit(v)
+
+    def fadd(self, a: str, b: str, t: str = "float") -> str:
+        return self.emit(f"fadd {t} {a}, {b}")
+
+    def fsub(self, a: str, b: str, t: str = "float") -> str:
+        return self.emit(f"fsub {t} {a}, {b}")
+
+    def fmul(self, a: str, b: str, t: str = "float") -> str:
+        return self.emit(f"fmul {t} {a}, {b}")
+
+    def fdiv(self, a: str, b: str, t: str = "float") -> str:
+        return self.emit(f"fdiv {t} {a}, {b}")
+
+    def fneg(self, a: str, t: str = "float") -> str:
+        return self.emit(f"fneg {t} {a}")
+
+    def fma(self, a: str, b: str, c: str, t: str = "float") -> str:
+        """a*b + c, fused where the target has FMA (results never depend on it)."""
+        s = "f32" if t == "float" else "f64"
+        return self.emit(f"call {t} @llvm.fmuladd.{s}({t} {a}, {t} {b}, {t} {c})")
+
+    def fabs(self, a: str, t: str = "float") -> str:
+        s = "f32" if t == "float" else "f64"
+        return self.emit(f"call {t} @llvm.fabs.{s}({t} {a})")
+
+    def copysign(self, mag: str, sgn: str, t: str = "float") -> str:
+        s = "f32" if t == "float" else "f64"
+        return self.emit(f"call {t} @llvm.copysign.{s}({t} {mag}, {t} {sgn})")
+
+    def fcmp(self, pred: str, a: str, b: str, t: str = "float") -> str:
+        return self.emit(f"fcmp {pred} {t} {a}, {b}")
+
+    def select(self, cond: str, a: str, b: str, t: str = "float") -> str:
+        return self.emit(f"select i1 {cond}, {t} {a}, {t} {b}")
+
+    def clamp(self, x: str, lo: float, hi: float, t: str = "float") -> str:
+        """Clamp to [lo, hi]; NaN passes through (ordered compares are false for NaN)."""
+        x = self.select(self.fcmp("olt", x, self.c(lo, t), t), self.c(lo, t), x, t)
+        return self.select(self.fcmp("ogt", x, self.c(hi, t), t), self.c(hi, t), x, t)
+
+    def horner(self, x: str, coeffs: list[float], t: str = "float") -> str:
+        """coeffs[0]*x^(k) + ... + coeffs[k], by Horner's rule."""
+        acc = self.c(coeffs[0], t)
+        for cf in coeffs[1:]:
+            acc = self.fma(acc, x, self.c(cf, t), t)
+        return acc
+
+    def call(self, fn: str, t: str, *args: str) -> str:
+        argl = ", ".join(f"{t} {a}" for a in args)
+        return self.emit(f"call {t} @{fn}({argl})")
+
+    # -- integers and casts ------------------------------------------------------------------
+    def iop(self, op: str, a: str, b: str, t: str = "i32") -> str:
+        return self.emit(f"{op} {t} {a}, {b}")
+
+    def bitcast(self, v: str, src: str, dst: str) -> str:
+        return self.emit(f"bitcast {src} {v} to {dst}")
+
+    def cast(self, op: str, v: str, src: str, dst: str) -> str:
+        return self.emit(f"{op} {src} {v} to {dst}")
+
+    def band(self, a: str, b: str) -> str:
+        return self.emit(f"and i1 {a}, {b}")
+
+    def bor(self, a: str, b: str) -> str:
+        return self.emit(f"or i1 {a}, {b}")
+
+
+# ------------------------------------------------------------------------------------------
+# exp
+# ------------------------------------------------------------------------------------------
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.693359375  # 9 significant bits: n*_LN2_HI is exact for |n| < 2^15
+_LN2_LO = -2.12194440e-4  # ln 2 - _LN2_HI
+_SHIFT_F = 12582912.0  # 1.5 * 2^23: x + SHIFT rounds x to an integer held in the low bits
+_SHIFT_F_BITS = 0x4B400000
+# Cephes expf: e^r = 1 + r + r^2 P(r), |r| <= ln2/2
+_EXP_P = [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+          1.6666665459e-1, 5.0000001201e-1]
+
+
+def _exp_body(b: _Fn, x: str) -> str:
+    xc = b.clamp(x, -104.0, 89.0)  # e^-104 rounds to 0, e^89 to +inf; NaN passes
+    kd = b.fma(xc, b.c(_LOG2E), b.c(_SHIFT_F))
+    nf = b.fsub(kd, b.c(_SHIFT_F))  # n = round(x / ln2), exactly
+    r = b.fma(nf, b.c(-_LN2_HI), xc)  # exact (Sterbenz)
+    r = b.fma(nf, b.c(-_LN2_LO), r)
+    r2 = b.fmul(r, r)
+    p = b.fma(r2, b.horner(r, _EXP_P), r)
+    p = b.fadd(p, b.c(1.0))
+    # 2^n as 2^n1 * 2^n2 (n in [-150, 128]) so that denormal results get a single rounding and
+    # overflow happens exactly where the true value overflows.
+    n = b.iop("sub", b.bitcast(kd, "float", "i32"), str(_SHIFT_F_BITS))
+    n1 = b.iop("ashr", n, "1")
+    n2 = b.iop("sub", n, n1)
+    s1 = b.bitcast(b.iop("shl", b.iop("add", n1, "127"), "23"), "i32", "float")
+    s2 = b.bitcast(b.iop("shl", b.iop("add", n2, "127"), "23"), "i32", "float")
+    res = b.fmul(b.fmul(p, s1), s2)
+    return b.select(b.fcmp("uno", x, x), x, res)
+
+
+# ------------------------------------------------------------------------------------------
+# log
+# ------------------------------------------------------------------------------------------
+# Cephes logf: log(1+f) = f - f^2/2 + f^3 P(f), f in [sqrt(1/2)-1, sqrt(2)-1]
+_LOG_P = [7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1,
+          1.4249322787e-1, -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1,
+          3.3333331174e-1]
+
+
+def _log_body(b: _Fn, x: str) -> str:
+    tiny = b.fcmp("olt", x, b.c(2.0**-126))
+    xs = b.select(tiny, b.fmul(x, b.c(2.0**23)), x)  # denormals: exact scaling
+    eadj = b.emit(f"select i1 {tiny}, i32 -23, i32 0")
+    ix = b.bitcast(xs, "float", "i32")
+    e = b.iop("ashr", b.iop("sub", ix, str(0x3F3504F3)), "23")  # 0x3F3504F3 = sqrt(1/2)
+    m = b.bitcast(b.iop("sub", ix, b.iop("shl", e, "23")), "i32", "float")  # [sqrt.5, sqrt2)
+    f = b.fsub(m, b.c(1.0))  # exact
+    ef = b.cast("sitofp", b.iop("add", e, eadj), "i32", "float")
+    z = b.fmul(f, f)
+    y = b.fmul(b.fmul(f, z), b.horner(f, _LOG_P))
+    y = b.fma(ef, b.c(_LN2_LO), y)
+    y = b.fma(z, b.c(-0.5), y)
+    r = b.fadd(f, y)
+    r = b.fma(ef, b.c(_LN2_HI), r)  # ef*_LN2_HI is exact
+    r = b.select(b.fcmp("oeq", x, b.c(_INF)), b.c(_INF), r)
+    r = b.select(b.fcmp("oeq", x, b.c(0.0)), b.c(-_INF), r)
+    r = b.select(b.fcmp("olt", x, b.c(0.0)), _NAN_F, r)
+    return b.select(b.fcmp("uno", x, x), x, r)
+
+
+def _log1p_body(b: _Fn, a: str) -> str:
+    """log(1+a): log(u) + (a - (u-1))/u with u = fl(1+a) (the compensation is exact for |a|<=1)."""
+    u = b.fadd(b.c(1.0), a)
+    c = b.fsub(a, b.fsub(u, b.c(1.0)))
+    lu = b.call(MATH_FUNCTIONS["log"], "float", u)
+    r = b.fadd(lu, b.fdiv(c, u))
+    r = b.select(b.fcmp("oeq", c, b.c(0.0)), lu, r)  # a = -1 (0/0), exact sums
+    r = b.select(b.fcmp("oeq", a, b.c(0.0)), a, r)  # keeps the sign of -0
+    return b.select(b.fcmp("oeq", a, b.c(_INF)), b.c(_INF), r)
+
+
+# ------------------------------------------------------------------------------------------
+# tanh, sigmoid, softplus
+# ------------------------------------------------------------------------------------------
+# Cephes tanhf, |x| < 0.625: tanh x = x + x^3 P(x^2)
+_TANH_P = [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+           -3.33332819422e-1]
+
+
+def _tanh_body(b: _Fn, x: str) -> str:
+    ax = b.fabs(x)
+    z = b.fmul(x, x)
+    small = b.fma(b.fmul(z, x), b.horner(z, _TANH_P), x)
+    small = b.copysign(small, x)  # tanh(-0) = -0
+    e = b.call(MATH_FUNCTIONS["exp"], "float", b.fadd(ax, ax))
+    big = b.fsub(b.c(1.0), b.fdiv(b.c(2.0), b.fadd(e, b.c(1.0))))  # e=inf -> 1
+    big = b.copysign(big, x)
+    return b.select(b.fcmp("olt", ax, b.c(0.625)), small, big)  # NaN takes `big`: NaN
+
+
+def _sigmoid_body(b: _Fn, x: str) -> str:
+    e = b.call(MATH_FUNCTIONS["exp"], "float", b.fneg(b.fabs(x)))  # in [0, 1]: never inf
+    num = b.select(b.fcmp("oge", x, b.c(0.0)), b.c(1.0), e)
+    return b.fdiv(num, b.fadd(b.c(1.0), e))
+
+
+def _softplus_body(b: _Fn, x: str) -> str:
+    e = b.call(MATH_FUNCTIONS["exp"], "float", b.fneg(b.fabs(x)))
+    lp = b.call(MATH_FUNCTIONS["log1p"], "float", e)
+    mx = b.select(b.fcmp("ogt", x, b.c(0.0)), x, b.c(0.0))
+    return b.fadd(mx, lp)
+
+
+# ------------------------------------------------------------------------------------------
+# erf
+# ------------------------------------------------------------------------------------------
+# Cephes erff, |x| < 1: erf x = x T(x^2)
+_ERF_T = [7.853861353153693e-5, -8.010193625184903e-4, 5.188327685732524e-3,
+          -2.685381193529856e-2, 1.128358514861418e-1, -3.761262582423300e-1,
+          1.128379165726710e0]
+# Cephes erfcf: erfc x = e^{-x^2} / x * P(1/x^2) on [1, 2), R(1/x^2) on [2, 14)
+_ERFC_P = [2.326819970068386e-2, -1.387039388740657e-1, 3.687424674597105e-1,
+           -5.824733027278666e-1, 6.210004621745983e-1, -4.944515323274145e-1,
+           3.404879937665872e-1, -2.741127028184656e-1, 5.638259427386472e-1]
+_ERFC_R = [-1.047766399936249e1, 1.297719955372516e1, -7.495518717768503e0,
+           2.921019019210786e0, -1.015265279202700e0, 4.218463358204948e-1,
+           -2.820767439740514e-1, 5.641895067754075e-1]
+
+
+def _erf_body(b: _Fn, x: str) -> str:
+    ax = b.fabs(x)
+    small = b.fmul(x, b.horner(b.fmul(x, x), _ERF_T))
+    a = b.clamp(ax, 1.0, 4.0)  # erf rounds to 1 from 3.92 on
+    q = b.fdiv(b.c(1.0), a)
+    y = b.fmul(q, q)
+    poly = b.select(b.fcmp("olt", a, b.c(2.0)), b.horner(y, _ERFC_P), b.horner(y, _ERFC_R))
+    ez = b.call(MATH_FUNCTIONS["exp"], "float", b.fneg(b.fmul(a, a)))
+    erfc = b.fmul(b.fmul(ez, q), poly)
+    big = b.copysign(b.fsub(b.c(1.0), erfc), x)
+    return b.select(b.fcmp("olt", ax, b.c(1.0)), small, big)  # NaN takes `big`: NaN
+
+
+# ------------------------------------------------------------------------------------------
+# pow (in double)
+# ------------------------------------------------------------------------------------------
+_SQRT_HALF_D_BITS = 0x3FE6A09E667F3BCD
+_SHIFT_D = 6755399441055744.0  # 1.5 * 2^52
+
+
+def _pow_body(b: _Fn, x: str, y: str) -> str:
+    d = "double"
+    ax = b.fabs(x)
+    xd = b.cast("fpext", ax, "float", d)  # float denormals are normal doubles
+    yd = b.cast("fpext", y, "float", d)
+    # log2|x| = e + log(m)/ln2, m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m-1)/(m+1)
+    ib = b.bitcast(xd, d, "i64")
+    e = b.iop("ashr", b.iop("sub", ib, str(_SQRT_HALF_D_BITS), "i64"), "52", "i64")
+    m = b.bitcast(b.iop("sub", ib, b.iop("shl", e, "52", "i64"), "i64"), "i64", d)
+    s = b.fdiv(b.fsub(m, b.c(1.0, d), d), b.fadd(m, b.c(1.0, d), d), d)
+    s2 = b.fmul(s, s, d)
+    ser = b.horner(s2, [1.0 / k for k in range(17, 2, -2)], d)  # 1/17 s^16 + ... + 1/3 s^2
+    s_ln2 = b.fmul(s, b.c(2.0 * _LOG2E, d), d)
+    log2m = b.fma(b.fmul(s_ln2, s2, d), ser, s_ln2, d)
+    lx = b.fadd(b.cast("sitofp", e, "i64", d), log2m, d)
+    lx = b.select(b.fcmp("oeq", ax, b.c(0.0)), b.c(-_INF, d), lx, d)
+    lx = b.select(b.fcmp("oeq", ax, b.c(_INF)), b.c(_INF, d), lx, d)
+    lx = b.select(b.fcmp("uno", x, x), _NAN_F, lx, d)
+    t = b.fmul(yd, lx, d)  # exact-ish: |t| < 2^9 with ~2^-45 relative error
+    # 2^t = 2^n * e^{r ln2}, n = round(t), |r| <= 1/2
+    tc = b.clamp(t, -400.0, 400.0, d)
+    kd = b.fadd(tc, b.c(_SHIFT_D, d), d)
+    nf = b.fsub(kd, b.c(_SHIFT_D, d), d)
+    r = b.fmul(b.fsub(tc, nf, d), b.c(math.log(2.0), d), d)
+    p = b.horner(r, [1.0 / math.factorial(k) for k in range(11, -1, -1)], d)
+    sc = b.iop("add", b.iop("shl", b.bitcast(kd, d, "i64"), "52", "i64"), str(1023 << 52), "i64")
+    res = b.cast("fptrunc", b.fmul(p, b.bitcast(sc, "i64", d), d), d, "float")
+    res = b.select(b.fcmp("uno", t, t, d), _NAN_F, res)
+    # parity of y
+    ay = b.fabs(y)
+    two23 = b.c(2.0**23)
+    ybig = b.fcmp("oge", ay, two23)  # integer (or inf)
+    ty = b.fadd(ay, two23)
+    yint = b.bor(ybig, b.fcmp("oeq", b.fsub(ty, two23), ay))
+    ybits = b.bitcast(b.select(ybig, ay, ty), "float", "i32")
+    lowbit = b.emit(f"trunc i32 {ybits} to i1")
+    yodd = b.band(b.band(yint, lowbit), b.fcmp("olt", ay, b.c(2.0**24)))
+    xneg = b.emit(f"icmp slt i32 {b.bitcast(x, 'float', 'i32')}, 0")  # sign bit (-0 too)
+    res = b.select(b.band(xneg, yodd), b.fneg(res), res)
+    # negative finite x with non-integer y -> NaN
+    xnegfin = b.band(b.fcmp("olt", x, b.c(0.0)), b.fcmp("one", x, b.c(-_INF)))
+    res = b.select(b.band(xnegfin, b.emit(f"xor i1 {yint}, true")), _NAN_F, res)
+    # pow(x, +-0) = 1, pow(1, y) = 1, pow(-1, +-inf) = 1 (even for NaN operands)
+    one = b.bor(b.fcmp("oeq", y, b.c(0.0)), b.fcmp("oeq", x, b.c(1.0)))
+    one = b.bor(one, b.band(b.fcmp("oeq", x, b.c(-1.0)), b.fcmp("oeq", ay, b.c(_INF))))
+    return b.select(one, b.c(1.0), res)
+
+
+# ------------------------------------------------------------------------------------------
+# assembly
+# ------------------------------------------------------------------------------------------
+_Body = Callable[..., str]
+# name -> (builder, arity, names of the functions it calls)
+_DEFS: dict[str, tuple[_Body, int, tuple[str, ...]]] = {
+    "exp": (_exp_body, 1, ()),
+    "log": (_log_body, 1, ()),
+    "log1p": (_log1p_body, 1, ("log",)),
+    "tanh": (_tanh_body, 1, ("exp",)),
+    "erf": (_erf_body, 1, ("exp",)),
+    "sigmoid": (_sigmoid_body, 1, ("exp",)),
+    "softplus": (_softplus_body, 1, ("exp", "log1p")),
+    "pow": (_pow_body, 2, ()),
+}
+
+
+def _define(name: str) -> str:
+    body, arity, _ = _DEFS[name]
+    b = _Fn()
+    args = ["%x", "%y"][:arity]
+    res = body(b, *args)
+    params = ", ".join(f"float {a}" for a in args)
+    lines = [f"define internal float @{MATH_FUNCTIONS[name]}({params}) {_FN_ATTRS} {{", "entry:"]
+    lines += b.lines
+    lines += [f"  ret float {res}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def math_ir(names: Iterable[str]) -> str:
+    """LLVM IR text defining the functions for ``names`` (keys of ``MATH_FUNCTIONS``) and the
+    functions they call, to append to a module. Intrinsics are not declared: the LLVM 22 parser
+    declares the ones a module uses, so the text never clashes with the module's own
+    declarations. Each function is defined once, in dependency order."""
+    order: list[str] = []
+
+    def visit(n: str) -> None:
+        if n not in _DEFS:
+            raise KeyError(f"no vector math function for {n!r}; known: {sorted(_DEFS)}")
+        if n in order:
+            return
+        for dep in _DEFS[n][2]:
+            visit(dep)
+        order.append(n)
+
+    for n in names:
+        visit(n)
+    return "\n".join(_define(n) for n in order)

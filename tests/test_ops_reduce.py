@@ -1,0 +1,187 @@
+"""Reductions, Softmax/LogSoftmax and LayerNormalization against onnxruntime.
+
+Reductions over the last axis, middle axes, several axes and all axes; keepdims; negative and
+empty axes; noop_with_empty_axes; the opset-13 attribute form; rows of -inf for Softmax.
+"""
+
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from program_runner import check_model  # noqa: E402
+
+RNG = np.random.default_rng(1)
+
+
+def run_node(op, inputs, consts=(), n_out=1, opset=21, tol=1e-4, **attrs):
+    """Single-node model: `inputs[k]` is an array (graph input, or initializer if k in consts)
+    or None (omitted optional input); compared with onnxruntime through the whole pipeline."""
+    names = ["" if a is None else f"x{k}" for k, a in enumerate(inputs)]
+    while names and not names[-1]:  # trailing omitted inputs are left out
+        names.pop()
+    outs = [f"y{k}" for k in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    graph_in, inits, feeds = [], [], []
+    for k, a in enumerate(inputs):
+        if a is None:
+            continue
+        if k in consts:
+            inits.append(numpy_helper.from_array(a, names[k]))
+        else:
+            dtype = helper.np_dtype_to_tensor_dtype(a.dtype)
+            graph_in.append(helper.make_tensor_value_info(names[k], dtype, a.shape))
+            feeds.append(a)
+    graph = helper.make_graph([node], "g", graph_in,
+                              [helper.make_empty_tensor_value_info(o) for o in outs],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=10)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    check_model(model, feeds, tol)
+
+
+def rand(*shape, dtype=np.float32):
+    if np.issubdtype(dtype, np.integer):
+        return RNG.integers(-5, 6, size=shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def axes_input(axes):
+    return None if axes is None else np.asarray(axes, dtype=np.int64)
+
+
+REDUCE_OPS = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+              "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"]
+
+
+@pytest.mark.parametrize("op", REDUCE_OPS)
+@pytest.mark.parametrize("axes,keepdims", [
+    ([-1], 1),          # last axis
+    ([1], 0),           # middle axis
+    ([0, 2], 1),        # several axes
+    (None, 0),          # all axes
+])
+def test_reduce(op, axes, keepdims):
+    x = rand(3, 5, 20)
+    if op == "ReduceProd":
+        x = (0.5 + 0.5 * np.abs(x)).astype(np.float32)
+    run_node(op, [x, axes_input(axes)], consts={1}, keepdims=keepdims)
+
+
+def test_reduce_log_sum():
+    x = (0.1 + np.abs(rand(4, 6, 9))).astype(np.float32)
+    run_node("ReduceLogSum", [x, axes_input([1])], consts={1})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd",
+                                "ReduceMean"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_reduce_int(op, dtype):
+    run_node(op, [rand(4, 3, 5, dtype=dtype), axes_input([0, -1])], consts={1}, keepdims=0)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax"])
+def test_reduce_float64(op):
+    run_node(op, [rand(6, 7, dtype=np.float64), axes_input([1])], consts={1})
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceSumSquare", "ReduceMax"])
+@pytest.mark.parametrize("noop", [0, 1])
+def test_reduce_empty_axes(op, noop):
+    run_node(op, [rand(3, 4), np.zeros(0, dtype=np.int64)], consts={1},
+             noop_with_empty_axes=noop)
+
+
+def test_reduce_long_rows():
+    """A reduction whose inner spatial loop is long enough to vectorise and block (> 256)."""
+    run_node("ReduceMean", [rand(2, 64, 300), axes_input([1])], consts={1})
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceL2"])
+def test_reduce_attribute_form(op):
+    """Opset 13: axes as an attribute; the frontend turns it into the constant input."""
+    run_node(op, [rand(3, 4, 5)], opset=13, axes=[-2], keepdims=0)
+
+
+def test_reduce_sum_opset13_input():
+    run_node("ReduceSum", [rand(3, 4, 5), axes_input([2, 0])], consts={1}, opset=13)
+
+
+def test_reduce_log_sum_exp_large_and_inf():
+    x = rand(4, 8) * 100
+    x[1, :] = -np.inf
+    x[2, 3] = np.inf
+    x[3, 1] = -np.inf
+    run_node("ReduceLogSumExp", [x, axes_input([1])], consts={1})
+
+
+# Softmax / LogSoftmax -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape,axis", [
+    ((4, 10), -1),
+    ((2, 3, 33), 2),
+    ((2, 7, 5), 1),      # middle axis
+    ((6, 3, 4), 0),
+    ((1, 300), 1),
+    ((5,), 0),
+])
+def test_softmax(op, shape, axis):
+    run_node(op, [rand(*shape) * 4], axis=axis)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_extremes(op):
+    """Huge values (stability), rows with some -inf, a row of all -inf (NaN like onnxruntime)."""
+    x = rand(5, 8) * 10
+    x[0] *= 1000
+    x[1, 2] = -np.inf
+    x[2, :] = -np.inf
+    x[3, ::2] = -np.inf
+    run_node(op, [x])
+
+
+def test_softmax_float64():
+    run_node("Softmax", [rand(3, 9, dtype=np.float64)], axis=-1)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [1, -1])
+def test_softmax_opset11(op, axis):
+    """Before opset 13 Softmax works on the input flattened to 2-D at `axis`."""
+    run_node(op, [rand(2, 3, 4)], opset=11, axis=axis)
+
+
+# LayerNormalization ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,axis,scale_shape,bias", [
+    ((4, 16), -1, (16,), True),
+    ((2, 5, 32), -1, (32,), False),
+    ((2, 3, 4, 5), 2, (4, 5), True),
+    ((2, 3, 4, 5), -3, (3, 4, 5), True),
+    ((3, 6), 0, (3, 6), True),
+    ((2, 3, 8), -1, (1,), True),     # broadcast scale and bias
+    ((2, 3, 300), -1, (300,), True),
+])
+def test_layer_norm(shape, axis, scale_shape, bias):
+    x = rand(*shape) * 3 + 1
+    b = rand(*scale_shape) if bias else None
+    run_node("LayerNormalization", [x, rand(*scale_shape), b], consts={1, 2}, axis=axis)
+
+
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_layer_norm_stats(axis):
+    """The optional Mean and InvStdDev outputs."""
+    run_node("LayerNormalization", [rand(2, 3, 6), rand(*(3, 6)[axis - 3 + 2 if axis > 0 else 1:]),
+                                    rand(6) if axis == -1 else rand(3, 6)],
+             n_out=3, axis=axis, epsilon=1e-3)
+
+
+def test_layer_norm_float64():
+    run_node("LayerNormalization", [rand(3, 7, dtype=np.float64), rand(7, dtype=np.float64),
+                                    rand(7, dtype=np.float64)])
