@@ -225,6 +225,20 @@ def _case_downgrade22():
     return nodes, [vi("x", [2, 3])], [vi("y", None)], [], {"x": rand(2, 3)}
 
 
+def _case_scatter():
+    inits = [init("idx", np.array([[1, 0, 2], [0, 2, 1]], np.int64)), init("upd", rand(2, 3))]
+    nodes = [helper.make_node("Scatter", ["x", "idx", "upd"], ["y"], axis=0)]
+    return nodes, [vi("x", [3, 3])], [vi("y", [3, 3])], inits, {"x": rand(3, 3)}
+
+
+def _case_grid_sample():
+    grid = RNG.uniform(-1, 1, (1, 3, 4, 2)).astype(np.float32)
+    nodes = [helper.make_node("GridSample", ["x", "grid"], ["y"], mode="bilinear"),
+             helper.make_node("GridSample", ["x", "grid"], ["z"], mode="nearest")]
+    outs = [vi("y", [1, 2, 3, 4]), vi("z", [1, 2, 3, 4])]
+    return nodes, [vi("x", [1, 2, 5, 5])], outs, [init("grid", grid)], {"x": rand(1, 2, 5, 5)}
+
+
 OPSET_CASES = {
     "squeeze_unsqueeze@11": (_case_squeeze_unsqueeze, 11),
     "reduce@11": (_case_reduce, 11),
@@ -245,6 +259,8 @@ OPSET_CASES = {
     "gelu_layernorm@20": (_case_stays20, 20),
     "groupnorm@18": (_case_groupnorm18, 18),
     "relu_sin@22": (_case_downgrade22, 22),
+    "scatter@9": (_case_scatter, 9),
+    "grid_sample@16": (_case_grid_sample, 16),
 }
 
 
@@ -495,6 +511,7 @@ def _torch_model():
 
 
 @pytest.mark.torch
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
 @pytest.mark.parametrize("dynamo", [False, True])
 def test_torch_export_with_dynamic_batch(tmp_path, dynamo):
     torch, net = _torch_model()

@@ -3,12 +3,16 @@ status messages, thread-count resolution, and .npy reading/writing against numpy
 
 from __future__ import annotations
 
+import ctypes
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from aotc.package.build import build_runtime_library
 
 RUNTIME = Path(__file__).resolve().parents[1] / "runtime_c"
 SOURCES = ["aotc_runtime.c", "aotc_pool.c", "aotc_npy.c"]
@@ -236,3 +240,34 @@ def test_npy_errors(npy_copy: Path, tmp_path: Path, make, message: str) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr
     assert "Sanitizer" not in proc.stderr
+
+
+def test_runtime_library_for_jit(tmp_path: Path) -> None:
+    """libaotc_runtime.so exports the pool; a Python body sees contiguous ranges covering [0, n)."""
+    lib = ctypes.CDLL(str(build_runtime_library(tmp_path)))
+    body_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    lib.aotc_pool_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+    lib.aotc_parallel_for.argtypes = [ctypes.c_void_p, body_t, ctypes.c_void_p, ctypes.c_int64]
+    lib.aotc_pool_destroy.argtypes = [ctypes.c_void_p]
+    ranges: list[tuple[int, int, int]] = []
+    lock = threading.Lock()
+
+    def body(env: int | None, lo: int, hi: int) -> None:
+        with lock:
+            ranges.append((lo, hi, threading.get_ident()))
+
+    callback = body_t(body)
+    pool = ctypes.c_void_p()
+    assert lib.aotc_pool_create(ctypes.byref(pool), 3) == 0
+    for n in (1, 2, 10, 1001):
+        ranges.clear()
+        lib.aotc_parallel_for(pool, callback, None, n)
+        spans = sorted((lo, hi) for lo, hi, _ in ranges)
+        assert spans[0][0] == 0 and spans[-1][1] == n
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+        assert len(spans) == min(n, 3)
+    assert len({t for _, _, t in ranges}) >= 2  # the work really was spread over threads
+    ranges.clear()
+    lib.aotc_parallel_for(None, callback, None, 50)  # no pool: one inline call
+    assert [(lo, hi) for lo, hi, _ in ranges] == [(0, 50)]
+    lib.aotc_pool_destroy(pool)

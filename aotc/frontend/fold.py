@@ -14,7 +14,6 @@ import math
 
 import onnx_ir as ir
 import onnx_ir.passes.common as common_passes
-from onnxscript.optimizer import _constant_folding
 
 # Largest output of a data-expanding op that folding may materialise.
 EXPAND_LIMIT = 1 << 20
@@ -58,13 +57,15 @@ def fold_constants(model: ir.Model, *, max_elements: int | None = None) -> bool:
     `max_elements` bounds every folded output (the frontend's shape folding); None means
     no bound except EXPAND_LIMIT on nodes that expand data. Returns whether it changed.
     """
-    folder = _constant_folding.FoldConstantsPass(
-        shape_inference=True,
+    import onnxscript.optimizer  # slow import: only when folding
+
+    changed = onnxscript.optimizer.fold_constants(
+        model,
+        onnx_shape_inference=True,
         input_size_limit=_UNLIMITED,
         output_size_limit=_UNLIMITED,
         should_fold=_policy(max_elements),
-    )
-    changed = folder(model).modified
+    ).modified
     lifted = common_passes.LiftConstantsToInitializersPass(
         lift_all_constants=True, size_limit=0)(model).modified
     common_passes.RemoveUnusedNodesPass()(model)

@@ -14,7 +14,6 @@ from aotc.frontend import shapes
 from aotc.frontend.bind import bind_input_shapes
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
-from aotc.frontend.irutil import all_graphs, graph_values
 from aotc.frontend.opset import normalise_opset
 
 # onnx.checker refuses operators deprecated at the model's opset; aotc converts those.
@@ -94,13 +93,8 @@ def make_static(model: ir.Model) -> None:
     """Infer shapes and fold shape arithmetic until every value is static (inputs are bound)."""
     for _ in range(_MAX_ROUNDS):
         shapes.infer_shapes(model, strict=True)
-        changed = fold_constants(model, max_elements=SHAPE_FOLD_LIMIT)
-        if not changed and _all_static(model):
-            break
+        if not fold_constants(model, max_elements=SHAPE_FOLD_LIMIT):
+            break  # a fixed point: what is still symbolic stays so
     common_passes.RemoveUnusedNodesPass()(model)
     common_passes.TopologicalSortPass()(model)
     shapes.check_static(model)
-
-
-def _all_static(model: ir.Model) -> bool:
-    return all(shapes.is_static(v) for g in all_graphs(model.graph) for v in graph_values(g))

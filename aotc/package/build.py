@@ -14,6 +14,7 @@ import numpy as np
 from aotc.package.bundle import MANIFEST
 from aotc.package.loaded import BundleError, LoadedBundle
 from aotc.package.program import DTYPES
+from aotc.package.templates import runtime_dir
 
 __all__ = [
     "BuildError",
@@ -21,6 +22,7 @@ __all__ = [
     "LoadedBundle",
     "RunModelError",
     "build_bundle",
+    "build_runtime_library",
     "read_manifest",
     "run_model_command",
     "run_model_process",
@@ -67,6 +69,22 @@ def build_bundle(
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+
+
+def build_runtime_library(out_dir: Path, cc: str = "cc", cflags: Sequence[str] = ("-O2",)) -> Path:
+    """Compiles the C runtime alone into out_dir/libaotc_runtime.so with its symbols exported
+    (aotc_parallel_for, aotc_pool_create, ...): what a JIT or a tuner loads beside kernel objects."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lib = out_dir / "libaotc_runtime.so"
+    src = runtime_dir()
+    cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-DAOTC_INTERNAL=",
+           *cflags, f"-I{src}", "-o", str(lib), str(src / "aotc_runtime.c"), str(src / "aotc_pool.c"),
+           "-lpthread", "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+    return lib
 
 
 def run_model_command(

@@ -281,9 +281,7 @@ class _FunctionEmitter:
     def _math(self, op: str, dtype: str, args: list[str]) -> str:
         ty = LLTYPE[dtype]
         if dtype == "float64":
-            a = [self._convert(x, "fptrunc", "double", "float") for x in args]
-            r = self._math(op, "float32", a)
-            return self._convert(r, "fpext", "float", "double")
+            return self._math_f64(op, args)
         if vecmath is not None and op in vecmath.MATH_FUNCTIONS:
             self.mod.math.add(op)
             return self._call(ty, vecmath.MATH_FUNCTIONS[op], [(ty, a) for a in args])
@@ -312,6 +310,28 @@ class _FunctionEmitter:
         self.mod.declares.add(f"declare float @{fn}(" + ", ".join(["float"] * len(args)) + ")")
         return self._call(ty, fn, [(ty, a) for a in args])
 
+    def _math_f64(self, op: str, args: list[str]) -> str:
+        """Double math through libm (vecmath is float-only), keeping float64 range/precision."""
+        if op == "sigmoid":  # 1 / (1 + exp(-x)): exp overflow gives 0, NaN stays NaN
+            n = self.tmp()
+            self.line(f"{n} = fneg double {args[0]}")
+            d = self.tmp()
+            self.line(f"{d} = fadd double 1.0, {self._math_f64('exp', [n])}")
+            r = self.tmp()
+            self.line(f"{r} = fdiv double 1.0, {d}")
+            return r
+        if op == "softplus":  # max(x, 0) + log1p(exp(-|x|))
+            n = self.tmp()
+            self.line(f"{n} = fneg double {self._intrinsic('fabs', 'double', args)}")
+            lg = self._math_f64("log1p", [self._math_f64("exp", [n])])
+            mx = self._intrinsic("maxnum", "double", [args[0], "0.0"])
+            r = self.tmp()
+            self.line(f"{r} = fadd double {mx}, {lg}")
+            return r
+        fn = _LIBM[op][:-1] if op in _LIBM else op  # expf -> exp; log1p
+        self.mod.declares.add(f"declare double @{fn}(" + ", ".join(["double"] * len(args)) + ")")
+        return self._call("double", fn, [("double", a) for a in args])
+
     def _convert(self, v: str, op: str, src: str, dst: str) -> str:
         r = self.tmp()
         self.line(f"{r} = {op} {src} {v} to {dst}")
@@ -335,7 +355,7 @@ class _FunctionEmitter:
                 self.line(f"{r} = {_FBIN[e.op]} {ty} {a}, {b}")
                 return r
             if e.op in ("min", "max"):
-                return self._intrinsic("minimumnum" if e.op == "min" else "maximumnum", ty, [a, b])
+                return self._intrinsic("minnum" if e.op == "min" else "maxnum", ty, [a, b])
             if e.op == "pow":
                 return self._math("pow", dt, [a, b])
             raise TypeError(f"float {e.op} is not supported")

@@ -4,8 +4,8 @@ Written as a direct convolution over the zero-stuffed input: input elements land
 position of a padded copy P (offset L = (k-1)·d - pad_begin), and
 `Y[n, k, o…] = B[k] + Σ_{c, r…} P[n, g·Cg + c, o + r·d] · W[g·Cg + c, k mod Kg, (K-1) - r…]`.
 The reduction sits outside the innermost output axis, as for Conv.
-Pads follow onnxruntime: with auto_pad SAME_UPPER or an explicit output_shape, the odd padding
-element goes to the begin for SAME_UPPER and to the end otherwise.
+With auto_pad SAME_* or an explicit output_shape the total padding is split as the ONNX spec (and
+onnxruntime) say: the odd element goes to the end for SAME_UPPER, to the begin otherwise.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _pads_and_out(
     begin = []
     for f, o in zip(full, outs, strict=True):
         total = max(0, f - o)
-        begin.append(total - total // 2 if mode == "SAME_UPPER" else total // 2)
+        begin.append(total // 2 if mode == "SAME_UPPER" else total - total // 2)
     return begin, outs
 
 

@@ -13,7 +13,6 @@ from lowering import te
 
 TRANSFORMS = (
     "half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
-    "tf_half_pixel_for_nearest",
 )
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
@@ -36,15 +35,16 @@ def original_coordinate(
         f32 = np.float32
         adjustment = f32(out_len) / (f32(scale) * f32(in_len))
         offset = (f32(in_len) / f32(2)) * (f32(1) - adjustment)
-        return _f(offset) + (xr + 0.5) / s - 0.5
+        # onnxruntime adds up this one in double precision
+        x64 = te.cast("float64", out_pos)
+        total = te.Const(float(offset), "float64") + (x64 + 0.5) / float(f32(scale)) - 0.5
+        return te.cast(F32, total)
     if mode == "pytorch_half_pixel":
         return (xr + 0.5) / s - 0.5 if out_len > 1 else _f(0.0)
     if mode == "align_corners":
         return xr * _f(in_len - 1) / _f(out_len - 1) if out_len > 1 else _f(0.0)
     if mode == "asymmetric":
         return xr / s
-    if mode == "tf_half_pixel_for_nearest":
-        return (xr + 0.5) / s
     raise ValueError(f"unknown coordinate_transformation_mode {mode}")
 
 

@@ -1,0 +1,298 @@
+"""Data-movement operators against onnxruntime, float and int64 (shape tensors) data alike.
+
+Views (Reshape/Flatten/Squeeze/Unsqueeze), Transpose, Concat, Split, Slice, Gather, Expand,
+Tile, ArgMax/ArgMin. Shape/Size/ConstantOfShape/Range are folded by the frontend, so their
+definitions are also run directly through the kernel harness.
+"""
+
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from kernel_harness import run_te  # noqa: E402
+from program_runner import check_model  # noqa: E402
+
+from lowering import te  # noqa: E402
+from lowering.ops import OPS, OpContext  # noqa: E402
+
+RNG = np.random.default_rng(2)
+I64_MAX, I64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+
+def run_node(op, inputs, consts=(), n_out=1, opset=21, **attrs):
+    """Single-node model: `inputs[k]` is an array (graph input, or initializer if k in consts)
+    or None (omitted optional input); compared with onnxruntime through the whole pipeline."""
+    names = ["" if a is None else f"x{k}" for k, a in enumerate(inputs)]
+    while names and not names[-1]:  # trailing omitted inputs are left out
+        names.pop()
+    outs = [f"y{k}" for k in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    graph_in, inits, feeds = [], [], []
+    for k, a in enumerate(inputs):
+        if a is None:
+            continue
+        if k in consts:
+            inits.append(numpy_helper.from_array(a, names[k]))
+        else:
+            dtype = helper.np_dtype_to_tensor_dtype(a.dtype)
+            graph_in.append(helper.make_tensor_value_info(names[k], dtype, a.shape))
+            feeds.append(a)
+    graph = helper.make_graph([node], "g", graph_in,
+                              [helper.make_empty_tensor_value_info(o) for o in outs],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=10)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    check_model(model, feeds)
+
+
+def rand(*shape, dtype=np.float32):
+    if dtype == np.bool_:
+        return RNG.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(dtype, np.integer):
+        return RNG.integers(-1000, 1000, size=shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def i64(*v):
+    return np.asarray(v, dtype=np.int64)
+
+
+DTYPES = [np.float32, np.int64]
+
+
+# views ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_shape,shape,allowzero", [
+    ((2, 3, 4), (6, 4), 0),
+    ((2, 3, 4), (0, -1), 0),       # 0 copies the input dim
+    ((2, 3, 4), (-1,), 0),
+    ((2, 3, 4), (4, 0, 2), 0),
+    ((6,), (1, 2, 1, 3), 1),
+])
+def test_reshape(dtype, in_shape, shape, allowzero):
+    run_node("Reshape", [rand(*in_shape, dtype=dtype), i64(*shape)], consts={1},
+             allowzero=allowzero)
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2, -1])
+def test_flatten(axis):
+    run_node("Flatten", [rand(2, 3, 4)], axis=axis)
+
+
+@pytest.mark.parametrize("in_shape,axes", [((1, 3, 1, 4), (0, -2)), ((1, 3, 1), None)])
+def test_squeeze(in_shape, axes):
+    run_node("Squeeze", [rand(*in_shape, dtype=np.int64), None if axes is None else i64(*axes)],
+             consts={1})
+
+
+@pytest.mark.parametrize("axes", [(0,), (-1,), (1, 3)])
+def test_unsqueeze(axes):
+    run_node("Unsqueeze", [rand(3, 4), i64(*axes)], consts={1})
+
+
+def test_reshape_of_constant():
+    """A view of an initializer that is a graph output is copied out of the weights."""
+    run_node("Reshape", [rand(4, 6), i64(3, 8)], consts={0, 1})
+
+
+# transpose --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [*DTYPES, np.bool_])
+@pytest.mark.parametrize("shape,perm", [
+    ((3, 5), None),
+    ((2, 3, 4), None),
+    ((2, 3, 4, 5), (0, 2, 1, 3)),
+    ((2, 3, 4, 5), (0, 3, 1, 2)),
+    ((33, 17), (1, 0)),
+])
+def test_transpose(dtype, shape, perm):
+    attrs = {} if perm is None else {"perm": list(perm)}
+    run_node("Transpose", [rand(*shape, dtype=dtype)], **attrs)
+
+
+# concat / split ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes,axis", [
+    ([(2, 3), (4, 3)], 0),
+    ([(2, 3), (2, 1), (2, 5)], -1),
+    ([(2, 1, 4), (2, 3, 4), (2, 2, 4), (2, 1, 4), (2, 5, 4)], 1),
+    ([(3,)], 0),
+])
+def test_concat(dtype, shapes, axis):
+    run_node("Concat", [rand(*s, dtype=dtype) for s in shapes], axis=axis)
+
+
+def test_concat_shape_vectors():
+    """int64 shape vectors, one of them an initializer."""
+    run_node("Concat", [i64(2, 3), i64(-1), i64(7, 1)], consts={1}, axis=0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,axis,split,n_out,num_outputs", [
+    ((6, 4), 0, (2, 4), 2, None),
+    ((3, 10), -1, (1, 6, 3), 3, None),
+    ((4, 6, 2), 1, None, 3, 3),        # even split by num_outputs
+    ((4, 7, 2), 1, None, 3, 3),        # uneven: 3, 3, 1
+    ((5, 3), 0, None, 2, 2),           # uneven: 3, 2
+])
+def test_split(dtype, shape, axis, split, n_out, num_outputs):
+    attrs = {"axis": axis}
+    if num_outputs is not None:
+        attrs["num_outputs"] = num_outputs
+    run_node("Split", [rand(*shape, dtype=dtype), None if split is None else i64(*split)],
+             consts={1}, n_out=n_out, **attrs)
+
+
+def test_split_opset13_equal():
+    """Opset 13: no num_outputs; an equal split into as many parts as outputs."""
+    run_node("Split", [rand(6, 4)], n_out=3, opset=13, axis=0)
+
+
+# slice ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,starts,ends,axes,steps", [
+    ((10,), (2,), (7,), None, None),
+    ((5, 6), (1, -4), (I64_MAX, -1), None, None),          # INT64_MAX end, negative indices
+    ((5, 6), (-1,), (I64_MIN,), (1,), (-1,)),               # reverse a whole axis
+    ((5, 6, 7), (4, 0), (0, 7), (0, 2), (-2, 3)),           # negative and >1 steps
+    ((5, 6), (-100,), (100,), (-2,), (2,)),                  # clamping both ends
+    ((4, 6), (10,), (-10,), (1,), (-3,)),                    # clamped start, negative step
+    ((4, 6), (3,), (3,), (0,), (1,)),                        # empty slice
+])
+def test_slice(dtype, shape, starts, ends, axes, steps):
+    inputs = [rand(*shape, dtype=dtype), i64(*starts), i64(*ends),
+              None if axes is None else i64(*axes), None if steps is None else i64(*steps)]
+    run_node("Slice", inputs, consts={1, 2, 3, 4})
+
+
+# gather -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,axis,indices", [
+    ((5, 4), 0, [[0, 4], [-1, 2]]),
+    ((3, 5, 2), 1, [1, -5, 4]),
+    ((3, 5, 2), -1, [[1], [0]]),
+    ((6, 3), 0, 2),                   # scalar index drops the axis
+    ((4,), 0, [-1, -4, 0]),
+])
+def test_gather(dtype, shape, axis, indices):
+    run_node("Gather", [rand(*shape, dtype=dtype), np.asarray(indices, dtype=np.int64)],
+             axis=axis)
+
+
+def test_gather_int32_indices_constant():
+    run_node("Gather", [rand(10, 8), np.asarray([3, 9, -2], dtype=np.int32)], consts={1})
+
+
+def test_gather_out_of_range_is_clamped():
+    """onnxruntime rejects out-of-range indices; aotc must not read outside the data."""
+    data = te.placeholder((5, 3), "float32", "d")
+    idx = te.placeholder((4,), "int64", "i")
+    ctx = OpContext("n", "Gather", {"axis": 0}, [data, idx], [None, None], [(4, 3)],
+                    ["float32"])
+    (out,) = OPS["Gather"](ctx)
+    a = rand(5, 3)
+    got = run_te([data, idx], [out], [a, i64(100, -100, -1, 2)])[0]
+    np.testing.assert_array_equal(got, a[[4, 0, 4, 2]])
+
+
+# expand / tile ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,target", [
+    ((3, 1), (2, 3, 4)),
+    ((3, 4), (1,)),
+    ((1,), (5,)),
+    ((2, 1, 3), (2, 4, 1)),
+])
+def test_expand(dtype, shape, target):
+    run_node("Expand", [rand(*shape, dtype=dtype), i64(*target)], consts={1})
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape,repeats", [((2, 3), (2, 3)), ((3,), (4,)), ((2, 1, 3), (1, 5, 1))])
+def test_tile(dtype, shape, repeats):
+    run_node("Tile", [rand(*shape, dtype=dtype), i64(*repeats)], consts={1})
+
+
+# argmax / argmin --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("axis,keepdims,last", [(0, 1, 0), (1, 0, 0), (-1, 1, 1), (1, 1, 1)])
+def test_arg_extreme(op, axis, keepdims, last):
+    x = RNG.integers(0, 4, size=(3, 6, 5)).astype(np.float32)  # many ties
+    run_node(op, [x], axis=axis, keepdims=keepdims, select_last_index=last)
+
+
+def test_argmax_int64():
+    run_node("ArgMax", [rand(4, 9, dtype=np.int64)], axis=1)
+
+
+# shape queries: folded by the frontend, so also checked directly ---------------------------------
+
+def direct(op, arrays, consts, attrs, out_shape, out_dtype):
+    phs = [te.placeholder(a.shape, str(a.dtype), f"in{k}") for k, a in enumerate(arrays)]
+    ctx = OpContext("n", op, attrs, phs, consts, [out_shape], [out_dtype])
+    (out,) = OPS[op](ctx)
+    assert out.shape == tuple(out_shape) and out.dtype == out_dtype
+    return run_te(phs, [out], arrays)[0]
+
+
+@pytest.mark.parametrize("start,end,want", [
+    (None, None, [2, 3, 4, 5]), (1, None, [3, 4, 5]), (-3, -1, [3, 4]), (-10, 10, [2, 3, 4, 5]),
+    (3, 1, []),
+])
+def test_shape_direct(start, end, want):
+    attrs = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+    got = direct("Shape", [rand(2, 3, 4, 5)], [None], attrs, (len(want),), "int64")
+    np.testing.assert_array_equal(got, want)
+
+
+def test_size_direct():
+    assert direct("Size", [rand(2, 3, 4)], [None], {}, (), "int64") == 24
+
+
+@pytest.mark.parametrize("value,dtype", [(None, "float32"), (np.asarray([7], np.int64), "int64"),
+                                         (np.asarray([2.5], np.float32), "float32")])
+def test_constant_of_shape_direct(value, dtype):
+    attrs = {} if value is None else {"value": value}
+    got = direct("ConstantOfShape", [i64(2, 3)], [i64(2, 3)], attrs, (2, 3), dtype)
+    want = np.full((2, 3), 0 if value is None else value[0])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("start,limit,delta,dtype", [
+    (0, 5, 1, np.int64), (10, 1, -3, np.int64), (1.0, 2.0, 0.25, np.float32),
+    (0.5, -1.0, -0.3, np.float32), (5, 5, 1, np.int32),
+])
+def test_range_direct(start, limit, delta, dtype):
+    arrays = [np.asarray(v, dtype=dtype) for v in (start, limit, delta)]
+    want = np.arange(start, limit, delta, dtype=dtype)
+    got = direct("Range", arrays, arrays, {}, want.shape, str(np.dtype(dtype)))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# The frontend folds these into a Constant node that is the graph output; compiling that needs
+# the Constant operator or a pass that makes it an initializer (neither is in this suite's scope).
+FOLDED_OUTPUT = pytest.mark.xfail(reason="graph output folded to a Constant node", strict=False)
+
+
+@pytest.mark.parametrize("op,inputs,consts,attrs", [
+    pytest.param("Shape", [rand(2, 3, 4)], (), {"start": 1}, marks=FOLDED_OUTPUT),
+    pytest.param("Size", [rand(2, 3)], (), {}, marks=FOLDED_OUTPUT),
+    ("ConstantOfShape", [i64(3, 2)], {0},
+     {"value": numpy_helper.from_array(np.asarray([4], np.int64))}),
+    ("Range", [np.asarray(1, np.int64), np.asarray(9, np.int64), np.asarray(2, np.int64)],
+     {0, 1, 2}, {}),
+])
+def test_shape_ops_pipeline(op, inputs, consts, attrs):
+    run_node(op, inputs, consts=consts, **attrs)
