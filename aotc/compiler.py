@@ -39,10 +39,18 @@ def unsupported_nodes(graph: ir.Graph) -> list[tuple[str, str]]:
     """(node name, operator) for every node aotc cannot compile."""
     bad = []
     for node in graph:
+        if _is_constant(node):
+            continue
         if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
             op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
             bad.append((node.name or "<unnamed>", op))
     return bad
+
+
+def _is_constant(node: ir.Node) -> bool:
+    """A Constant node left by the frontend (e.g. a folded graph output): its value is a weight."""
+    return (node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+            and node.outputs[0].const_value is not None)
 
 
 def value_dtype(v: ir.Value, file: str | None, node: str | None = None) -> str:
@@ -147,6 +155,8 @@ class _Compiler:
         )
 
     def compile_node(self, node: ir.Node) -> None:
+        if _is_constant(node):
+            return
         ctx = self.context(node)
         results = OPS[node.op_type](ctx)
         if len(results) != len(node.outputs):

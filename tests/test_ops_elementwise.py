@@ -134,6 +134,24 @@ def test_unary_float64(op: str) -> None:
     check(op, [_unary_input(op, (5, 9), F64)])
 
 
+F64_REFERENCE = {
+    "Exp": np.exp, "Log": np.log, "Tanh": np.tanh, "Sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "Softplus": lambda x: np.logaddexp(0, x), "Sqrt": np.sqrt,
+}
+
+
+@pytest.mark.parametrize("op", sorted(F64_REFERENCE))
+def test_unary_float64_precision_and_range(op: str) -> None:
+    """float64 math is float64 (not float32 in disguise): 1e-13 relative, exp(700) finite."""
+    x = np.array([700.0, -700.0, 1e-300, 1 + 1e-12, 0.3, -30.0, 40.0, 3.0], F64)
+    if op in ("Log", "Sqrt"):
+        x = np.abs(x)
+    model, feeds = make_model(op, [x])
+    (got,) = run_program(compile_onnx(model), feeds)
+    with np.errstate(over="ignore"):
+        np.testing.assert_allclose(got, F64_REFERENCE[op](x), rtol=1e-13, atol=0)
+
+
 @pytest.mark.parametrize("op", ["Relu", "Abs", "Neg", "Sign", "Sigmoid", "Tanh", "Erf",
                                 "Softplus", "Exp", "Log", "Sqrt", "Reciprocal", "Floor",
                                 "Ceil", "Round"])
@@ -351,7 +369,12 @@ def test_pow_mixed_exponent_types(edtype: type) -> None:
 
 
 def test_pow_float64() -> None:
-    check("Pow", [np.abs(randn(4, 6, dtype=F64)) + 0.1, randn(4, 6, dtype=F64, scale=1.0)])
+    x, e = np.abs(randn(4, 6, dtype=F64)) + 0.1, randn(4, 6, dtype=F64, scale=1.0)
+    check("Pow", [x, e])
+    model, feeds = make_model("Pow", [np.array([10.0, 2.0, 1.0000001], F64),
+                                      np.array([300.0, 0.5, 1e7], F64)])
+    (got,) = run_program(compile_onnx(model), feeds)
+    np.testing.assert_allclose(got, np.power(*feeds), rtol=1e-13)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])

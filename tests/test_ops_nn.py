@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from program_runner import check_model  # noqa: E402
+from program_runner import assert_close, check_model, compile_onnx, run_program  # noqa: E402
 
 from aotc.errors import AotcError  # noqa: E402
 
@@ -99,17 +99,6 @@ def test_conv_weights_at_run_time():
              pads=[1, 1, 1, 1])
 
 
-def test_conv_float64():
-    check_op("Conv", {"x": rand(1, 2, 6, 7, dtype=np.float64)},
-             {"w": rand(3, 2, 3, 3, dtype=np.float64, seed=1)}, pads=[1, 1, 1, 1], tol=1e-9)
-
-
-def test_conv_rejects_integer_input():
-    with pytest.raises(AotcError, match="float only"):
-        check_op("Conv", {"x": rand(1, 2, 5, 5, dtype=np.int64)},
-                 {"w": rand(3, 2, 3, 3, dtype=np.int64, seed=1)})
-
-
 # ConvTranspose ------------------------------------------------------------------------------
 CONVT_CASES = [
     ((1, 3, 5, 6), (3, 4, 3, 3), dict(strides=[2, 2], output_padding=[1, 1])),
@@ -189,7 +178,7 @@ def test_average_pool(xs, attrs, include_pad):
 @pytest.mark.parametrize("include_pad", [0, 1])
 def test_average_pool_dilations(include_pad):
     check_op("AveragePool", {"x": rand(1, 2, 12, 13)}, count_include_pad=include_pad,
-             kernel_shape=[3, 2], dilations=[2, 3], pads=[1, 2, 2, 1], strides=[2, 1])
+             kernel_shape=[3, 2], dilations=[2, 3], pads=[1, 1, 2, 1], strides=[2, 1])
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
@@ -214,6 +203,15 @@ def test_batch_normalization_run_time_parameters():
     check_op("BatchNormalization", feeds)
 
 
+def test_batch_normalization_rejects_training_mode():
+    c = 3
+    consts = {"scale": rand(c, seed=1), "B": rand(c, seed=2), "mean": rand(c, seed=3),
+              "var": np.abs(rand(c, seed=4)) + 0.1}
+    with pytest.raises(AotcError, match="training mode"):
+        check_op("BatchNormalization", {"x": rand(2, c, 4, 4)}, consts, n_out=3,
+                 training_mode=1)
+
+
 @pytest.mark.parametrize("xs", [(2, 3, 5, 7), (1, 4, 9), (1, 2, 3, 4, 5)])
 def test_instance_normalization(xs):
     c = xs[1]
@@ -221,10 +219,28 @@ def test_instance_normalization(xs):
              {"scale": rand(c, seed=1), "B": rand(c, seed=2)}, epsilon=1e-4)
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 5])
-@pytest.mark.parametrize("xs", [(1, 7, 4, 5), (2, 3, 6)])
+@pytest.mark.parametrize("size", [1, 3, 5])
+@pytest.mark.parametrize("xs", [(1, 7, 4, 5), (2, 3, 6, 1)])
 def test_lrn(size, xs):
     check_op("LRN", {"x": rand(*xs)}, size=size, alpha=0.01, beta=0.6, bias=1.5)
+
+
+def lrn_reference(x, size, alpha, beta, bias):
+    """The ONNX spec's formula (onnx.reference's LRN loops over the batch axis by mistake)."""
+    sq = np.zeros_like(x, dtype=np.float64)
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    for c in range(x.shape[1]):
+        sq[:, c] = (x[:, max(0, c - lo):c + hi + 1].astype(np.float64) ** 2).sum(axis=1)
+    return (x / (bias + alpha / size * sq) ** beta).astype(x.dtype)
+
+
+@pytest.mark.parametrize("size,xs", [(2, (1, 5, 3, 4)), (4, (2, 6, 7)), (3, (1, 4, 2, 3, 2))])
+def test_lrn_even_size_and_other_ranks(size, xs):
+    """onnxruntime only runs odd sizes on 4-D inputs: compare with the spec's formula."""
+    x = rand(*xs)
+    node = helper.make_node("LRN", ["x"], ["y0"], size=size, alpha=0.02, beta=0.75, bias=1.0)
+    got = run_program(compile_onnx(build([node], {"x": x})), [x])[0]
+    assert_close(got, lrn_reference(x, size, 0.02, 0.75, 1.0))
 
 
 # Pad ---------------------------------------------------------------------------------------
@@ -337,6 +353,15 @@ def test_resize_non_trailing_axes():
     check_op("Resize", {"x": rand(2, 3, 4, 5)},
              {"scales": np.array([2, 0.5, 1, 2], np.float32)}, inputs=["x", "", "scales"],
              mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_older_opsets(opset, mode):
+    """Resize-11 (empty roi tensor) and Resize-13 (omitted roi), converted by the frontend."""
+    consts = {"roi": np.zeros(0, np.float32), "scales": np.array([1, 1, 1.5, 0.5], np.float32)}
+    check_op("Resize", {"x": rand(1, 2, 6, 8)}, consts, inputs=["x", "roi", "scales"],
+             opset=opset, mode=mode, coordinate_transformation_mode="pytorch_half_pixel")
 
 
 @pytest.mark.parametrize("attrs,match", [

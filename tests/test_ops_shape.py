@@ -233,6 +233,18 @@ def test_arg_extreme(op, axis, keepdims, last):
     run_node(op, [x], axis=axis, keepdims=keepdims, select_last_index=last)
 
 
+@pytest.mark.parametrize("last", [0, 1])
+def test_argmax_nan_row_stays_in_range(last):
+    x = te.placeholder((2, 5), "float32", "x")
+    ctx = OpContext("n", "ArgMax", {"axis": 1, "select_last_index": last}, [x], [None],
+                    [(2, 1)], ["int64"])
+    (out,) = OPS["ArgMax"](ctx)
+    a = np.full((2, 5), np.nan, np.float32)
+    a[1] = [1, 3, 3, 0, 2]
+    got = run_te([x], [out], [a])[0]
+    assert 0 <= got[0, 0] < 5 and got[1, 0] == (2 if last else 1)
+
+
 def test_argmax_int64():
     run_node("ArgMax", [rand(4, 9, dtype=np.int64)], axis=1)
 

@@ -355,7 +355,7 @@ class _FunctionEmitter:
                 self.line(f"{r} = {_FBIN[e.op]} {ty} {a}, {b}")
                 return r
             if e.op in ("min", "max"):
-                return self._intrinsic("minnum" if e.op == "min" else "maxnum", ty, [a, b])
+                return self._intrinsic("minimumnum" if e.op == "min" else "maximumnum", ty, [a, b])
             if e.op == "pow":
                 return self._math("pow", dt, [a, b])
             raise TypeError(f"float {e.op} is not supported")

@@ -49,6 +49,8 @@ def gemm(ctx: OpContext) -> list[te.Tensor]:
         return [prod]
     dtype = a.dtype
     is_float = dtype in te.FLOAT_DTYPES
+    if not is_float and not (alpha.is_integer() and beta.is_integer()):
+        raise ctx.error(f"alpha={alpha}, beta={beta} must be integers for {dtype} data")
 
     def scale(x: te.Expr, s: float) -> te.Expr:
         if s == 1.0:

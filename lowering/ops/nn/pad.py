@@ -1,9 +1,11 @@
 """Pad: constant / reflect / edge / wrap padding; negative pads crop.
 
 pads (and axes) must be constants; constant_value may be a constant or a run-time scalar.
-Output element o reads input position o - begin, mapped back into the input per mode:
-constant fills outside, reflect mirrors (without repeating the border), edge clamps, wrap
-takes the position modulo the size. Only constant mode needs a condition.
+As in onnxruntime, negative pads crop first and the positive ones pad what is left: along each
+axis the kept range is [lo, lo + m), and output o reads kept position j = o - max(begin, 0),
+mapped into [0, m) per mode: constant fills outside, reflect mirrors without repeating the border
+(periodically, for pads beyond m - 1), edge clamps, wrap takes j modulo m. Only constant mode
+needs a condition.
 """
 
 from __future__ import annotations
@@ -66,9 +68,10 @@ def pad(ctx: OpContext) -> list[te.Tensor]:
     if min(out_shape, default=1) < 0:
         raise ctx.error(f"pads crop more than the input has: {list(out_shape)}")
     if mode != "constant" and any(
-        n == 0 and b + e > 0 for n, b, e in zip(x.shape, begin, end, strict=True)
+        n - max(-b, 0) - max(-e, 0) <= 0 and max(b, e) > 0
+        for n, b, e in zip(x.shape, begin, end, strict=True)
     ):
-        raise ctx.error(f"cannot {mode}-pad an empty axis")
+        raise ctx.error(f"cannot {mode}-pad an axis with nothing left after cropping")
     fill: te.Expr = te.const(0, x.dtype)
     if mode == "constant" and ctx.has_input(2):
         cv = ctx.input(2)
@@ -80,17 +83,20 @@ def pad(ctx: OpContext) -> list[te.Tensor]:
         conds: list[te.Expr] = []
         src: list[te.Expr] = []
         for od, b, e, size in zip(o, begin, end, x.shape, strict=True):
-            j = od - b
+            lo = max(-b, 0)
+            kept = size - lo - max(-e, 0)
+            j = od - max(b, 0)
             if b <= 0 and e <= 0:  # untouched or cropped only: always inside
-                src.append(j)
-            elif mode == "constant":
+                src.append(j + lo)
+                continue
+            if mode == "constant":
                 if b > 0:
                     conds.append(te.ge(j, 0))
                 if e > 0:
-                    conds.append(te.lt(j, size))
-                src.append(j)
+                    conds.append(te.lt(j, kept))
             else:
-                src.append(_source(mode, j, size))
+                j = _source(mode, j, kept)
+            src.append(j + lo)
         value = x[tuple(src)]
         return te.select(te.all_of(conds), value, fill) if conds else value
 

@@ -10,8 +10,6 @@ from lowering.ops import OpContext, register_op
 from lowering.ops.common import normalize_axis
 from lowering.ops.reduce.core import reduce_compute, stat_index
 
-_BIG = 2**62
-
 
 @register_op("ArgMax", "ArgMin")
 def arg_extreme(ctx: OpContext) -> list[te.Tensor]:
@@ -27,9 +25,13 @@ def arg_extreme(ctx: OpContext) -> list[te.Tensor]:
     combiner = "max" if ctx.op_type == "ArgMax" else "min"
     extreme = reduce_compute(x.shape, [axis], True, combiner, lambda i: x[i], "arg_extreme")
 
+    # A position that does not hold the extreme counts as 0 (last) or n - 1 (first), so the
+    # result stays a valid index even when no element compares equal (a row of NaNs).
+    miss = te.Const(0 if last else x.shape[axis] - 1, "int64")
+
     def position(i: tuple[te.Expr, ...]) -> te.Expr:
         hit = te.eq(x[i], extreme[stat_index(i, [axis])])
-        return te.select(hit, i[axis], te.Const(-1 if last else _BIG, "int64"))
+        return te.select(hit, i[axis], miss)
 
     return [reduce_compute(x.shape, [axis], keep, "max" if last else "min", position,
                            ctx.op_type.lower())]
