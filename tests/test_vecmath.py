@@ -256,18 +256,38 @@ def test_math_ir_dependencies_and_errors() -> None:
 # exp
 # ------------------------------------------------------------------------------------------
 def test_exp_accuracy() -> None:
-    x = np.concatenate([spread(-110.0, 95.0, 1_000_000), np.linspace(-104, -86, 20001, dtype=F32),
-                        np.linspace(88.5, 89, 2001, dtype=F32)])
+    x = np.concatenate(
+        [
+            spread(-110.0, 95.0, 1_000_000),
+            np.linspace(-104, -86, 20001, dtype=F32),
+            np.linspace(88.5, 89, 2001, dtype=F32),
+        ]
+    )
     check("exp", x, np.exp, max_ulp=1.5)
 
 
 def test_exp_specials() -> None:
-    specials("exp", [
-        (0.0, 1.0), (-0.0, 1.0), (INF, INF), (-INF, 0.0), (NAN, NAN), (88.72283, 3.4027985e38),
-        (88.7229, INF), (100.0, INF), (FLT_MAX, INF), (-FLT_MAX, 0.0), (-3.4e38, 0.0),
-        (-104.0, 0.0), (-1e30, 0.0), (1e-30, 1.0), (-87.33654, 1.1754997e-38),
-        (-103.27893, DENORM_MIN),
-    ])
+    specials(
+        "exp",
+        [
+            (0.0, 1.0),
+            (-0.0, 1.0),
+            (INF, INF),
+            (-INF, 0.0),
+            (NAN, NAN),
+            (88.72283, 3.4027985e38),
+            (88.7229, INF),
+            (100.0, INF),
+            (FLT_MAX, INF),
+            (-FLT_MAX, 0.0),
+            (-3.4e38, 0.0),
+            (-104.0, 0.0),
+            (-1e30, 0.0),
+            (1e-30, 1.0),
+            (-87.33654, 1.1754997e-38),
+            (-103.27893, DENORM_MIN),
+        ],
+    )
 
 
 def test_exp_attention_mask() -> None:
@@ -286,67 +306,131 @@ def test_exp_attention_mask() -> None:
 # log, log1p
 # ------------------------------------------------------------------------------------------
 def test_log_accuracy() -> None:
-    x = np.concatenate([spread(0.0, FLT_MAX, 1_000_000), np.linspace(0.5, 2.0, 100001, dtype=F32),
-                        (1 + np.arange(-2000, 2000) * 2.0**-23).astype(F32)])
+    x = np.concatenate(
+        [
+            spread(0.0, FLT_MAX, 1_000_000),
+            np.linspace(0.5, 2.0, 100001, dtype=F32),
+            (1 + np.arange(-2000, 2000) * 2.0**-23).astype(F32),
+        ]
+    )
     check("log", x, np.log, max_ulp=1.0)
 
 
 def test_log_specials() -> None:
-    specials("log", [
-        (1.0, 0.0), (0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-DENORM_MIN, NAN), (-INF, NAN),
-        (INF, INF), (NAN, NAN), (DENORM_MIN, -103.27893), (FLT_TINY, -87.33655),
-        (FLT_MAX, 88.72284), (math.e, 1.0),
-    ])
+    specials(
+        "log",
+        [
+            (1.0, 0.0),
+            (0.0, -INF),
+            (-0.0, -INF),
+            (-1.0, NAN),
+            (-DENORM_MIN, NAN),
+            (-INF, NAN),
+            (INF, INF),
+            (NAN, NAN),
+            (DENORM_MIN, -103.27893),
+            (FLT_TINY, -87.33655),
+            (FLT_MAX, 88.72284),
+            (math.e, 1.0),
+        ],
+    )
 
 
 def test_log1p_accuracy() -> None:
     x = np.concatenate([spread(-1.0, FLT_MAX, 1_000_000)])
     check("log1p", x, np.log1p, max_ulp=2.0)
-    specials("log1p", [(0.0, 0.0), (-0.0, -0.0), (-1.0, -INF), (-2.0, NAN), (INF, INF),
-                       (NAN, NAN), (1e-30, 1e-30), (DENORM_MIN, DENORM_MIN)])
+    specials(
+        "log1p",
+        [
+            (0.0, 0.0),
+            (-0.0, -0.0),
+            (-1.0, -INF),
+            (-2.0, NAN),
+            (INF, INF),
+            (NAN, NAN),
+            (1e-30, 1e-30),
+            (DENORM_MIN, DENORM_MIN),
+        ],
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # tanh, sigmoid, softplus, erf
 # ------------------------------------------------------------------------------------------
 def test_tanh_accuracy() -> None:
-    x = np.concatenate([spread(-FLT_MAX, FLT_MAX, 1_000_000), np.linspace(-10, 10, 200001,
-                                                                           dtype=F32)])
+    x = np.concatenate(
+        [spread(-FLT_MAX, FLT_MAX, 1_000_000), np.linspace(-10, 10, 200001, dtype=F32)]
+    )
     check("tanh", x, np.tanh, max_ulp=2.0)
 
 
 def test_tanh_specials() -> None:
-    specials("tanh", [
-        (0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (NAN, NAN), (FLT_MAX, 1.0),
-        (-FLT_MAX, -1.0), (50.0, 1.0), (-50.0, -1.0), (1e-30, 1e-30), (-DENORM_MIN, -DENORM_MIN),
-        (1e-4, 1e-4 - 1e-12 / 3),
-    ])
+    specials(
+        "tanh",
+        [
+            (0.0, 0.0),
+            (-0.0, -0.0),
+            (INF, 1.0),
+            (-INF, -1.0),
+            (NAN, NAN),
+            (FLT_MAX, 1.0),
+            (-FLT_MAX, -1.0),
+            (50.0, 1.0),
+            (-50.0, -1.0),
+            (1e-30, 1e-30),
+            (-DENORM_MIN, -DENORM_MIN),
+            (1e-4, 1e-4 - 1e-12 / 3),
+        ],
+    )
 
 
 def test_sigmoid_accuracy() -> None:
-    x = np.concatenate([spread(-FLT_MAX, FLT_MAX, 1_000_000), np.linspace(-110, 30, 200001,
-                                                                           dtype=F32)])
+    x = np.concatenate(
+        [spread(-FLT_MAX, FLT_MAX, 1_000_000), np.linspace(-110, 30, 200001, dtype=F32)]
+    )
     check("sigmoid", x, sigmoid64, max_ulp=2.5)
 
 
 def test_sigmoid_specials() -> None:
-    specials("sigmoid", [
-        (0.0, 0.5), (-INF, 0.0), (INF, 1.0), (NAN, NAN), (FLT_MAX, 1.0), (-FLT_MAX, 0.0),
-        (-3.4e38, 0.0), (100.0, 1.0), (-120.0, 0.0), (-100.0, 3.8e-44),
-    ])
+    specials(
+        "sigmoid",
+        [
+            (0.0, 0.5),
+            (-INF, 0.0),
+            (INF, 1.0),
+            (NAN, NAN),
+            (FLT_MAX, 1.0),
+            (-FLT_MAX, 0.0),
+            (-3.4e38, 0.0),
+            (100.0, 1.0),
+            (-120.0, 0.0),
+            (-100.0, 3.8e-44),
+        ],
+    )
 
 
 def test_softplus_accuracy() -> None:
-    x = np.concatenate([spread(-FLT_MAX, FLT_MAX, 1_000_000), np.linspace(-110, 30, 200001,
-                                                                           dtype=F32)])
+    x = np.concatenate(
+        [spread(-FLT_MAX, FLT_MAX, 1_000_000), np.linspace(-110, 30, 200001, dtype=F32)]
+    )
     check("softplus", x, softplus64, max_ulp=2.5)
 
 
 def test_softplus_specials() -> None:
-    specials("softplus", [
-        (0.0, math.log(2.0)), (-INF, 0.0), (INF, INF), (NAN, NAN), (FLT_MAX, FLT_MAX),
-        (-FLT_MAX, 0.0), (100.0, 100.0), (1e10, 1e10), (-100.0, 3.8e-44),
-    ])
+    specials(
+        "softplus",
+        [
+            (0.0, math.log(2.0)),
+            (-INF, 0.0),
+            (INF, INF),
+            (NAN, NAN),
+            (FLT_MAX, FLT_MAX),
+            (-FLT_MAX, 0.0),
+            (100.0, 100.0),
+            (1e10, 1e10),
+            (-100.0, 3.8e-44),
+        ],
+    )
 
 
 def test_erf_accuracy() -> None:
@@ -356,10 +440,21 @@ def test_erf_accuracy() -> None:
 
 
 def test_erf_specials() -> None:
-    specials("erf", [
-        (0.0, 0.0), (-0.0, -0.0), (INF, 1.0), (-INF, -1.0), (NAN, NAN), (FLT_MAX, 1.0),
-        (-FLT_MAX, -1.0), (4.0, 1.0), (-10.0, -1.0), (1e-30, 1.1283791e-30),
-    ])
+    specials(
+        "erf",
+        [
+            (0.0, 0.0),
+            (-0.0, -0.0),
+            (INF, 1.0),
+            (-INF, -1.0),
+            (NAN, NAN),
+            (FLT_MAX, 1.0),
+            (-FLT_MAX, -1.0),
+            (4.0, 1.0),
+            (-10.0, -1.0),
+            (1e-30, 1.1283791e-30),
+        ],
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -374,8 +469,9 @@ def test_pow_accuracy() -> None:
     y = (t / np.log2(x.astype(np.float64))).astype(F32)
     # small integer and simple exponents of negative and positive bases
     xs = spread(-1e4, 1e4, 200_000, seed=2)
-    ys = rng.choice(np.array([-3, -2, -1, -0.5, 0.5, 1, 2, 3, 4, 5, 0.25, 1.5, 7, -7], F32),
-                    xs.size)
+    ys = rng.choice(
+        np.array([-3, -2, -1, -0.5, 0.5, 1, 2, 3, 4, 5, 0.25, 1.5, 7, -7], F32), xs.size
+    )
     xa, ya = np.concatenate([x, xs]), np.concatenate([y, ys])
     got = compiled("pow")(xa, ya)
     with np.errstate(all="ignore"):
@@ -386,18 +482,45 @@ def test_pow_accuracy() -> None:
 
 
 def test_pow_specials() -> None:
-    vals = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, INF, -INF,
-                     NAN, 2.0**24 + 2, 2.0**23 + 1, -(2.0**23 + 1), 1e-45, FLT_MAX, -FLT_MAX,
-                     1e30, -1e30],
-                    dtype=F32)
+    vals = np.array(
+        [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            -0.5,
+            2.0,
+            -2.0,
+            3.0,
+            -3.0,
+            2.5,
+            -2.5,
+            INF,
+            -INF,
+            NAN,
+            2.0**24 + 2,
+            2.0**23 + 1,
+            -(2.0**23 + 1),
+            1e-45,
+            FLT_MAX,
+            -FLT_MAX,
+            1e30,
+            -1e30,
+        ],
+        dtype=F32,
+    )
     xa, ya = (a.ravel() for a in np.meshgrid(vals, vals))
     got = compiled("pow")(xa, ya)
     with np.errstate(all="ignore"):
         want = np.power(xa.astype(np.float64), ya.astype(np.float64)).astype(F32)
-    bad = [(float(a), float(b), float(g), float(w)) for a, b, g, w in zip(xa, ya, got, want,
-                                                                          strict=True)
-           if not ((np.isnan(g) and np.isnan(w))
-                   or (g == w and math.copysign(1, g) == math.copysign(1, w)))]
+    bad = [
+        (float(a), float(b), float(g), float(w))
+        for a, b, g, w in zip(xa, ya, got, want, strict=True)
+        if not (
+            (np.isnan(g) and np.isnan(w)) or (g == w and math.copysign(1, g) == math.copysign(1, w))
+        )
+    ]
     assert not bad, f"(x, y, got, want): {bad[:10]}"
 
 
@@ -405,8 +528,13 @@ def test_pow_specials() -> None:
 # a target without FMA or SSE4.1 (baseline x86-64): still vectorized, no libm calls, accurate
 # ------------------------------------------------------------------------------------------
 _BASELINE_REFS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "exp": np.exp, "log": np.log, "log1p": np.log1p, "tanh": np.tanh, "sigmoid": sigmoid64,
-    "softplus": softplus64, "erf": erf64,
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "tanh": np.tanh,
+    "sigmoid": sigmoid64,
+    "softplus": softplus64,
+    "erf": erf64,
 }
 
 
