@@ -23,7 +23,7 @@ app = typer.Typer(
     help="aotc: compile ONNX models into C bundles that run without Python.",
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages name paths: never wrap them
 out = Console()
 T = TypeVar("T")
 
