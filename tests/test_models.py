@@ -58,7 +58,7 @@ def test_sample_model_bundle_matches_onnxruntime(name: str, bundles: dict[str, P
     assert meta["arena_lower_bound"] <= meta["arena_size"] <= meta["arena_no_reuse"]
 
 
-@pytest.mark.parametrize("name", ["resnet_tiny", "transformer_tiny"])
+@pytest.mark.parametrize("name", sorted(SAMPLE_MODELS))
 def test_sample_model_under_sanitizers(name: str, bundles: dict[str, Path], tmp_path: Path) -> None:
     d = tmp_path / "asan"
     shutil.copytree(bundles[name], d)
