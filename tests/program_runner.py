@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import helper, numpy_helper
 
 from aotc.compiler import compile_model
 from aotc.package.program import DTYPES, Program
@@ -123,3 +124,30 @@ def check_model(model: onnx.ModelProto, inputs: list[np.ndarray], tol: float = 1
     want = ort_outputs(model, inputs)
     for g, w in zip(got, want, strict=True):
         assert_close(g, w, tol)
+
+
+def check_node(op, inputs, consts=(), *, n_out=1, opset=21, tol=1e-4, **attrs):
+    """Single-node model: `inputs[k]` is an array (graph input, or initializer if k in consts)
+    or None (omitted optional input); compared with onnxruntime through the whole pipeline."""
+    names = ["" if a is None else f"x{k}" for k, a in enumerate(inputs)]
+    while names and not names[-1]:  # trailing omitted inputs are left out
+        names.pop()
+    outs = [f"y{k}" for k in range(n_out)]
+    node = helper.make_node(op, names, outs, **attrs)
+    graph_in, inits, feeds = [], [], []
+    for k, a in enumerate(inputs):
+        if a is None:
+            continue
+        if k in consts:
+            inits.append(numpy_helper.from_array(a, names[k]))
+        else:
+            dtype = helper.np_dtype_to_tensor_dtype(a.dtype)
+            graph_in.append(helper.make_tensor_value_info(names[k], dtype, a.shape))
+            feeds.append(a)
+    graph = helper.make_graph([node], "g", graph_in,
+                              [helper.make_empty_tensor_value_info(o) for o in outs],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                              ir_version=10)
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    check_model(model, feeds, tol)

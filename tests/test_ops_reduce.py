@@ -8,41 +8,12 @@ import pathlib
 import sys
 
 import numpy as np
-import onnx
 import pytest
-from onnx import helper, numpy_helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from program_runner import check_model  # noqa: E402
+from program_runner import check_node as run_node  # noqa: E402
 
 RNG = np.random.default_rng(1)
-
-
-def run_node(op, inputs, consts=(), n_out=1, opset=21, tol=1e-4, **attrs):
-    """Single-node model: `inputs[k]` is an array (graph input, or initializer if k in consts)
-    or None (omitted optional input); compared with onnxruntime through the whole pipeline."""
-    names = ["" if a is None else f"x{k}" for k, a in enumerate(inputs)]
-    while names and not names[-1]:  # trailing omitted inputs are left out
-        names.pop()
-    outs = [f"y{k}" for k in range(n_out)]
-    node = helper.make_node(op, names, outs, **attrs)
-    graph_in, inits, feeds = [], [], []
-    for k, a in enumerate(inputs):
-        if a is None:
-            continue
-        if k in consts:
-            inits.append(numpy_helper.from_array(a, names[k]))
-        else:
-            dtype = helper.np_dtype_to_tensor_dtype(a.dtype)
-            graph_in.append(helper.make_tensor_value_info(names[k], dtype, a.shape))
-            feeds.append(a)
-    graph = helper.make_graph([node], "g", graph_in,
-                              [helper.make_empty_tensor_value_info(o) for o in outs],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=10)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    check_model(model, feeds, tol)
 
 
 def rand(*shape, dtype=np.float32):
