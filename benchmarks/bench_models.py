@@ -25,8 +25,10 @@ import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from model_zoo import SAMPLE_MODELS, random_inputs  # noqa: E402
+from table import print_rows  # noqa: E402
 
 from aotc.driver import optimize_model  # noqa: E402
 from aotc.package.build import build_bundle  # noqa: E402
@@ -95,14 +97,7 @@ def main() -> None:
             gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
             rows.append(("geometric mean", threads, "", "", f"{gm:.2f}"))
     head = ("model", "threads", "aotc median ms", "onnxruntime median ms", "aotc/ort")
-    if args.markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for r in rows:
-            print("| " + " | ".join(map(str, r)) + " |")
-    else:
-        for r in rows:
-            print(dict(zip(head, r, strict=True)))
+    print_rows(head, rows, args.markdown)
 
 
 if __name__ == "__main__":

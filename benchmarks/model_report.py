@@ -17,8 +17,10 @@ import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from model_zoo import SAMPLE_MODELS, random_inputs  # noqa: E402
+from table import print_rows  # noqa: E402
 
 from aotc.driver import optimize_model  # noqa: E402
 from aotc.package.build import build_bundle, run_model_process  # noqa: E402
@@ -60,14 +62,7 @@ def report(markdown: bool) -> None:
     head = ("model", "nodes", "after passes", "steps", "kernels", "max rel. error",
             "arena KiB", "lower bound KiB", "no reuse KiB", "weights KiB", "compile s",
             "bundle sources+objects KiB", "libmodel.a KiB")
-    if markdown:
-        print("| " + " | ".join(head) + " |")
-        print("|" + "---|" * len(head))
-        for r in rows:
-            print("| " + " | ".join(map(str, r)) + " |")
-    else:
-        for r in rows:
-            print(dict(zip(head, r, strict=True)))
+    print_rows(head, rows, markdown)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,16 @@ void aotc_parallel_for(void *ctx, void (*body)(void *, int64_t, int64_t), void *
 }
 """
 
+def link_serial(kernel_object: bytes) -> ctypes.CDLL:
+    """The kernel object linked with a serial aotc_parallel_for into a loaded shared library."""
+    tmp = Path(tempfile.mkdtemp(prefix="aotc_k_"))
+    (tmp / "k.o").write_bytes(kernel_object)
+    (tmp / "rt.c").write_text(_SERIAL_RUNTIME)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "rt.c"),
+                    str(tmp / "k.o"), "-lm"], check=True)
+    return ctypes.CDLL(str(tmp / "k.so"))
+
+
 NP_DTYPE = {"float32": np.float32, "float64": np.float64, "int64": np.int64,
             "int32": np.int32, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
 
@@ -45,16 +55,8 @@ def run_te(
     mb = ModuleBuilder(target)
     mb.add_kernel(kernel)
     obj, _ = optimize_and_emit(mb.text(), target)
-    tmp = Path(tempfile.mkdtemp(prefix="aotc_k_"))
-    (tmp / "k.o").write_bytes(obj)
-    (tmp / "rt.c").write_text(_SERIAL_RUNTIME)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "rt.c"),
-                    str(tmp / "k.o"), "-lm"], check=True)
-    lib = ctypes.CDLL(str(tmp / "k.so"))
+    lib = link_serial(obj)
     bufs = []
-    for b, t in zip(kernel.buffers, list(inputs) + list(outputs), strict=False):
-        del b
-        del t
     keep: list[np.ndarray] = []
     for b in kernel.buffers:
         if b.role == "input":

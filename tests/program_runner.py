@@ -8,28 +8,18 @@ Bundle-level tests (make, run_model, sanitizers) live in test_bundle*.py / test_
 from __future__ import annotations
 
 import ctypes
-import subprocess
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from kernel_harness import link_serial
 from onnx import helper, numpy_helper
 
 from aotc.compiler import compile_model
 from aotc.package.program import DTYPES, Program
 from targets.cpu.target import host_target
-
-_SERIAL_RUNTIME = r"""
-#include <stdint.h>
-void aotc_parallel_for(void *ctx, void (*body)(void *, int64_t, int64_t), void *env, int64_t n) {
-    (void)ctx;
-    int64_t mid = n / 3;  /* uneven chunks: catches bodies that ignore lo */
-    if (mid > 0) body(env, 0, mid);
-    body(env, mid, n);
-}
-"""
 
 
 def load_graph(model: onnx.ModelProto | str | Path, input_shapes=None, passes: bool = True):
@@ -59,12 +49,7 @@ def compile_onnx(model, input_shapes=None, passes: bool = True) -> Program:
 
 
 def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    tmp = Path(tempfile.mkdtemp(prefix="aotc_p_"))
-    (tmp / "k.o").write_bytes(program.kernel_object)
-    (tmp / "rt.c").write_text(_SERIAL_RUNTIME)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "rt.c"),
-                    str(tmp / "k.o"), "-lm"], check=True)
-    lib = ctypes.CDLL(str(tmp / "k.so"))
+    lib = link_serial(program.kernel_object)
     arena = np.zeros(program.arena_size + 64, dtype=np.uint8)
     arena_base = arena.ctypes.data + (-arena.ctypes.data) % 64
     weights = np.frombuffer(program.weights + b"\0" * 64, dtype=np.uint8).copy()
