@@ -55,6 +55,17 @@ def set_input(node: ir.Node, index: int, value: ir.Value | None) -> None:
     node.replace_input_with(index, value)
 
 
+def bypass(old: ir.Value, new: ir.Value) -> None:
+    """Make every user of `old` read `new`; a graph output keeps its name (now on `new`)."""
+    if old.is_graph_output():
+        name = old.name
+        ir.convenience.replace_all_uses_with(old, new, replace_graph_outputs=True)
+        old.name = None
+        new.name = name
+    else:
+        old.replace_all_uses_with(new)
+
+
 def trim_inputs(node: ir.Node) -> None:
     """Drop trailing missing (None) inputs."""
     n = len(node.inputs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from aotc.frontend.irutil import const_array, get_attr, new_initializer, set_input
+from aotc.frontend.irutil import bypass, const_array, get_attr, new_initializer, set_input
 
 _PRODUCERS = frozenset({"Conv", "ConvTranspose", "Gemm"})
 
@@ -90,14 +90,7 @@ def _try_fold(bn: ir.Node) -> bool:
     set_input(producer, 2, new_initializer(graph, new_b.astype(w.dtype), f"{base}_bn_bias"))
     if producer.op_type == "Gemm":
         producer.attributes["beta"] = ir.AttrFloat32("beta", 1.0)
-    out = bn.outputs[0]
-    if out.is_graph_output():
-        name = out.name
-        ir.convenience.replace_all_uses_with(out, y, replace_graph_outputs=True)
-        out.name = None
-        y.name = name
-    else:
-        out.replace_all_uses_with(y)
+    bypass(bn.outputs[0], y)
     graph.remove(bn, safe=True)
     for v in old:
         if v.is_initializer() and not v.uses() and not v.is_graph_output():

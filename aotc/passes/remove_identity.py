@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from aotc.frontend.irutil import all_nodes, const_array, get_attr, static_dims
+from aotc.frontend.irutil import all_nodes, bypass, const_array, get_attr, static_dims
 
 _SAME_SHAPE_OPS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand"})
 
@@ -68,12 +68,7 @@ def _remove(node: ir.Node) -> None:
             if node.op_type != "Identity":
                 _make_identity(node)
             return
-        name = y.name
-        ir.convenience.replace_all_uses_with(y, x, replace_graph_outputs=True)
-        y.name = None
-        x.name = name
-    else:
-        y.replace_all_uses_with(x)
+    bypass(y, x)
     graph.remove(node, safe=True)
 
 

@@ -343,7 +343,7 @@ class _FunctionEmitter:
         a, b = self.expr(e.a), self.expr(e.b)
         r = self.tmp()
         is_float = dt in ("float32", "float64")
-        if e.op in Binary_COMPARE:
+        if e.op in te.Binary.COMPARE:
             if is_float:
                 self.line(f"{r} = fcmp {_FCMP[e.op]} {ty} {a}, {b}")
             else:
@@ -479,7 +479,6 @@ class _FunctionEmitter:
         return r
 
 
-Binary_COMPARE = te.Binary.COMPARE
 
 
 def _has_load(e: te.Expr) -> bool:
