@@ -20,6 +20,8 @@ from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
 from lowering.ops import OPS, Alias, OpContext
+from lowering.search.select import space_for
+from lowering.search.space import Config, ScheduleSpace
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.target import CpuTarget
 
@@ -111,6 +113,7 @@ class _Compiler:
         self.kernel_symbol: dict[str, str] = {}
         self.weights: dict[int, tuple[int, np.ndarray]] = {}  # id(value) -> (offset, array)
         self.weight_blob = bytearray()
+        self.packed: dict[tuple, int] = {}  # (value, shape, content hash) -> weight offset
         self.arena_sizes: dict[object, int] = {}
         self.scratch_count = 0
         self.stats = CompileStats()
@@ -119,12 +122,29 @@ class _Compiler:
     def _weight(self, v: ir.Value) -> _Loc:
         if id(v) not in self.weights:
             arr = np.ascontiguousarray(v.const_value.numpy())  # type: ignore[union-attr]
-            pad = (-len(self.weight_blob)) % WEIGHT_ALIGN
-            self.weight_blob += b"\0" * pad
-            off = len(self.weight_blob)
-            self.weight_blob += arr.astype(arr.dtype.newbyteorder("<")).tobytes()
-            self.weights[id(v)] = (off, arr)
+            self.weights[id(v)] = (self._add_weight_bytes(arr), arr)
         return _Loc("weight", self.weights[id(v)][0])
+
+    def _add_weight_bytes(self, arr: np.ndarray) -> int:
+        pad = (-len(self.weight_blob)) % WEIGHT_ALIGN
+        self.weight_blob += b"\0" * pad
+        off = len(self.weight_blob)
+        self.weight_blob += arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+        return off
+
+    def _transformed_weight(self, v: ir.Value, fn: Callable[[np.ndarray], np.ndarray],
+                            shape: tuple[int, ...]) -> _Loc:
+        """A constant in the layout a kernel wants (pre-packed), stored once per layout."""
+        arr = np.ascontiguousarray(fn(v.const_value.numpy()))  # type: ignore[union-attr]
+        if arr.shape != tuple(shape):
+            raise AssertionError(f"packed {v.name} has shape {arr.shape}, kernel wants {shape}")
+        key = (id(v), arr.shape, hash(arr.tobytes()))
+        if key not in self.packed:
+            self.packed[key] = self._add_weight_bytes(arr)
+        return _Loc("weight", self.packed[key])
+
+    def choose_config(self, space: ScheduleSpace) -> Config:
+        return space.default_config()
 
     def location(self, v: ir.Value) -> _Loc:
         if v in self.loc:
@@ -181,13 +201,23 @@ class _Compiler:
                     produced: list[tuple[ir.Value, te.Tensor]]) -> None:
         outs = [t for _, t in produced]
         used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
-        in_tensors, in_locs = [], []
+        in_tensors, in_values = [], []
         for v, ph in zip(node.inputs, ctx.inputs, strict=True):
             if ph is not None and id(ph) in used and v is not None:
                 in_tensors.append(ph)
+                in_values.append(v)
+        consts = [v.const_value.numpy() if v.const_value is not None else None
+                  for v in in_values]
+        space = space_for(in_tensors, outs, consts, self.target)
+        built = space.build(self.choose_config(space), "k")
+        kernel = built.kernel
+        in_locs = []
+        for i, v in enumerate(in_values):
+            if i in built.const_transforms:
+                in_locs.append(self._transformed_weight(v, built.const_transforms[i],
+                                                        kernel.buffers[i].shape))
+            else:
                 in_locs.append(self.location(v))
-        lanes = self.target.vector_lanes_f32
-        kernel = lower_kernel("k", in_tensors, outs, lambda t: default_schedule(t, lanes))
         symbol = self.add_kernel(kernel)
         out_locs = []
         for v, _ in produced:

@@ -70,6 +70,23 @@ class Seq(Stmt):
 
 
 @dataclass
+class BufPtr:
+    """A pointer argument: the address of element `offset` of `buf`."""
+
+    buf: Buffer
+    offset: te.Expr
+
+
+@dataclass
+class Call(Stmt):
+    """A call of a target routine (a micro-kernel chosen by tensorization, a prefetch): `func`
+    names it in the target's registry; arguments are pointers into buffers or int64 values."""
+
+    func: str
+    args: list[BufPtr | te.Expr]
+
+
+@dataclass
 class Kernel:
     """One kernel: its buffers in ABI order (inputs, outputs, scratch) and one nest per stage."""
 
@@ -115,6 +132,11 @@ def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
                 f"{format_expr(s.value, names)}")
     if isinstance(s, Seq):
         return "\n".join(format_stmt(x, indent, names) for x in s.stmts)
+    if isinstance(s, Call):
+        args = ", ".join(
+            f"&{a.buf.name}[{format_expr(a.offset, names)}]" if isinstance(a, BufPtr)
+            else format_expr(a, names) for a in s.args)
+        return f"{pad}{s.func}({args})"
     raise TypeError(f"not a statement: {s!r}")
 
 

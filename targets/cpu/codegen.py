@@ -12,7 +12,8 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from lowering import te
-from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
+from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
+from targets.cpu import microkernels
 from targets.cpu.target import CpuTarget, target_machine
 
 try:  # vector-friendly math written in IR; libm calls are the fallback
@@ -56,6 +57,13 @@ class ModuleBuilder:
         self.metadata: list[str] = []
         self.declares: set[str] = set()
         self.math: set[str] = set()
+        self.routines: dict[str, str] = {}  # micro-kernels called by tensorized loops
+
+    def require_routine(self, name: str) -> None:
+        if name not in self.routines:
+            body, decls = microkernels.routine_ir(name, self.target)
+            self.routines[name] = body
+            self.declares.update(decls)
 
     def md(self, body: str, distinct: bool = False, self_ref: bool = False) -> str:
         n = len(self.metadata)
@@ -81,6 +89,7 @@ class ModuleBuilder:
         ]
         if self.math and vecmath is not None:
             parts.append(vecmath.math_ir(sorted(self.math)))
+        parts += self.routines.values()
         parts += self.functions
         parts += self.metadata
         return "\n".join(parts) + "\n"
@@ -174,8 +183,22 @@ class _FunctionEmitter:
             self.loop(s.var, start, extent, s.kind, s.body)
         elif isinstance(s, Store):
             self.store(s)
+        elif isinstance(s, Call):
+            self.call(s)
         else:
             raise TypeError(f"unknown statement {s!r}")
+
+    def call(self, s: Call) -> None:
+        self.mod.require_routine(s.func)
+        args = []
+        for a in s.args:
+            if isinstance(a, BufPtr):
+                args.append(f"ptr {self._address(a.buf, a.offset)}")
+            else:
+                if a.dtype != "int64":
+                    raise TypeError(f"routine argument {a!r} must be int64")
+                args.append(f"i64 {self.expr(a)}")
+        self.line(f"call void @{s.func}(" + ", ".join(args) + ")")
 
     def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt) -> None:
         head, body_l, latch, exit_l = (self.label(x) for x in ("L", "B", "C", "X"))

@@ -1,0 +1,1 @@
+"""Schedule spaces and the search over them (the auto-scheduler)."""

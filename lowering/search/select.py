@@ -1,0 +1,25 @@
+"""Which schedule space a computation gets: a tensorized template when one matches, else the
+default space. Decided from the computation's structure, never from operator names."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lowering import te
+from lowering.search.default_space import DefaultSpace
+from lowering.search.space import ScheduleSpace
+
+# Template spaces, most specific first; each has `match(inputs, outputs, consts, target)`
+# returning a space or None.
+TEMPLATES: list = []
+
+
+def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+              consts: Sequence[np.ndarray | None], target: object) -> ScheduleSpace:
+    for template in TEMPLATES:
+        space = template.match(inputs, outputs, consts, target)
+        if space is not None:
+            return space
+    return DefaultSpace(inputs, outputs, consts, target)

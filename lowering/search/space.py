@@ -1,0 +1,75 @@
+"""A kernel's schedule space: named knobs with finite options, a builder and a cost model.
+
+Every kernel the compiler emits comes from a `ScheduleSpace`. A configuration (one option per
+knob, a JSON-serialisable dict) builds a loop-IR kernel; the cost model estimates its run time
+without running it; the tuner (`lowering.search.tuner`) may measure configurations instead.
+Spaces come from static analysis of the computation (`space_for`), never from operator names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lowering import te
+from lowering.loop_ir import Kernel, format_kernel
+
+Config = dict[str, object]
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    options: tuple[object, ...]  # JSON-serialisable values; the first is a sensible default
+
+
+@dataclass
+class BuiltKernel:
+    """A kernel plus what the compiler must do to constant inputs before it runs (pre-packed
+    weights): `const_transforms[i]` maps input i's compile-time value to the array the kernel
+    reads (its shape is then `kernel.buffers[i].shape`)."""
+
+    kernel: Kernel
+    const_transforms: dict[int, Callable[[np.ndarray], np.ndarray]] = field(default_factory=dict)
+
+
+class ScheduleSpace(ABC):
+    """Schedules of one computation (`inputs` -> `outputs`) on one target."""
+
+    def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+                 consts: Sequence[np.ndarray | None], target: object) -> None:
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.consts = list(consts)
+        self.target = target
+        self.knobs: list[Knob] = []
+
+    @property
+    @abstractmethod
+    def kind(self) -> str:
+        """Which family of schedules this is ("default", "gemm", ...)."""
+
+    @abstractmethod
+    def build(self, config: Config, name: str = "k") -> BuiltKernel:
+        """The kernel for `config` (every knob set to one of its options)."""
+
+    @abstractmethod
+    def cost(self, config: Config) -> float:
+        """Estimated run time in seconds on one core (the cost model)."""
+
+    def flops(self) -> float:
+        """Arithmetic work of the computation (for splitting a tuning budget)."""
+        return float(sum(int(np.prod(t.shape)) for t in self.outputs))
+
+    def default_config(self) -> Config:
+        """The first option of every knob."""
+        return {k.name: k.options[0] for k in self.knobs}
+
+    def key(self) -> str:
+        """What the tuning log is keyed by: the computation (kernel text at the default
+        configuration, names canonical), the space kind and the target."""
+        text = format_kernel(self.build(self.default_config()).kernel, canonical=True)
+        return f"{self.kind}|{getattr(self.target, 'name', '?')}|{getattr(self.target, 'cpu', '?')}|{text}"
