@@ -11,9 +11,18 @@ from pathlib import Path
 from typing import Annotated, TypeVar
 
 import typer
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.console import Console, RenderableType
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
+from rich.text import Text
 
 from aotc.errors import AotcError
 
@@ -76,6 +85,30 @@ class _Stages:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
 
 
+class _TuneBar(BarColumn):
+    """A bar for the tuning task only (the stage spinner has no total)."""
+
+    def render(self, task: Task) -> RenderableType:
+        return super().render(task) if task.total is not None else Text("")
+
+
+class _TuneDisplay:
+    """Shows the tuner's reports (lowering.search.tuner.TuneProgress) as a bar over the time
+    budget, with the kernel being tuned and its best time so far."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.task: TaskID | None = None
+
+    def __call__(self, p) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task("tuning", total=p.budget)
+        self.progress.update(
+            self.task, completed=min(p.elapsed, p.budget),
+            description=f"tuning {p.kernel}/{p.kernels} {p.label}: {p.measured} tried, "
+                        f"{p.best_seconds * 1e6:.1f} µs (default {p.default_seconds * 1e6:.1f} µs)")
+
+
 def _size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -90,27 +123,33 @@ def optimize(
     output: Annotated[Path, typer.Option("-o", "--output", help="Bundle folder to write.")],
     input_shape: InputShape = None,
     target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64")] = "cpu",
-    emit: Annotated[str, typer.Option(help="What to emit: c (a C bundle)")] = "c",
+    emit: Annotated[str, typer.Option(help="What to emit: c (a C bundle) or onnx (the rewritten model, after graph passes)")] = "c",
     threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
     name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
     weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
     disable_pass: Annotated[list[str] | None, typer.Option("--disable-pass", help="Switch a graph pass off (repeatable)")] = None,
+    tune: Annotated[float, typer.Option(help="Seconds to spend measuring kernel schedules on this machine (0 = the cost model picks)")] = 0.0,
+    tuning_log: Annotated[Path | None, typer.Option(help="Tuning log to reuse and extend (default when tuning: ~/.cache/aotc/tuning.jsonl)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Compile MODEL into a C bundle in OUTPUT (header, executor, kernels, weights, Makefile)."""
     with _user_errors(verbose):
-        from aotc.driver import optimize_model
+        from aotc.driver import make_tuner, optimize_model
 
+        if emit == "onnx":
+            _emit_onnx(model, output, input_shape or [], name, disable_pass or [], verbose)
+            return
         if emit != "c":
-            raise AotcError(f"--emit {emit} is not available yet", hint="use --emit c")
-        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+            raise AotcError(f"--emit {emit} is not available yet", hint="use --emit c or onnx")
+        progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _TuneBar(),
                             TimeElapsedColumn(), console=err, transient=True)
         with progress:
             stages = _Stages(progress)
+            tuner = make_tuner(tune, tuning_log, _TuneDisplay(progress), warn=err.print)
             result = optimize_model(
                 model, output, input_shapes=input_shape or [], target=target, threads=threads,
                 name=name, weights_format=weights, disabled_passes=disable_pass or [],
-                run_stage=stages.run, log=(err.print if verbose else None),
+                run_stage=stages.run, log=(err.print if verbose else None), tuner=tuner,
             )
         table = Table(title=f"aotc: {model.name} → {output}/", show_header=False)
         table.add_column(style="bold")
@@ -121,11 +160,28 @@ def optimize(
                       f" no reuse {_size(result.arena_no_reuse)})")
         table.add_row("weights", _size(result.weights))
         table.add_row("target", f"{result.target}")
+        if tuner.budget > 0 or tuner.log is not None:
+            table.add_row("tuning", tuner.summary())
         for stage, secs in stages.seconds.items():
             table.add_row(f"time: {stage}", f"{secs:.2f} s")
         table.add_row("time: total", f"{sum(stages.seconds.values()):.2f} s")
         out.print(table)
         out.print(f"build it with: make -C {output}")
+
+
+def _emit_onnx(model: Path, output: Path, input_shape: list[str], name: str,
+               disable_pass: list[str], verbose: bool) -> None:
+    from aotc.driver import emit_onnx
+
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"),
+                        TimeElapsedColumn(), console=err, transient=True)
+    with progress:
+        stages = _Stages(progress)
+        result = emit_onnx(model, output, input_shapes=input_shape, name=name,
+                           disabled_passes=disable_pass, run_stage=stages.run,
+                           log=(err.print if verbose else None))
+    out.print(f"aotc: {model.name} → {result.path}: {result.nodes_before} → "
+              f"{result.nodes_after} nodes ({result.fused_nodes} fused, domain ai.aotc)")
 
 
 @app.command()

@@ -6,13 +6,14 @@ Reads only the onnx_ir graph the passes produced; the packager reads only the Pr
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx_ir as ir
 
 from aotc.errors import AotcError, UnsupportedOperators
+from aotc.fused import function_of, lower_fused
 from aotc.package.memory_plan import PlanBuffer, plan_memory
 from aotc.package.program import BufferRef, Program, Step, TensorInfo
 from lowering import te
@@ -22,6 +23,7 @@ from lowering.lower import lower_kernel, stages_of
 from lowering.ops import OPS, Alias, OpContext
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
+from lowering.search.tuner import Tuner
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.target import CpuTarget
 
@@ -37,13 +39,19 @@ DTYPE_NAMES: dict[ir.DataType, str] = {
 WEIGHT_ALIGN = 64
 
 
-def unsupported_nodes(graph: ir.Graph) -> list[tuple[str, str]]:
-    """(node name, operator) for every node aotc cannot compile."""
+def unsupported_nodes(graph: ir.Graph,
+                      functions: Mapping[ir.OperatorIdentifier, ir.Function] | None = None,
+                      ) -> list[tuple[str, str]]:
+    """(node name, operator) for every node aotc cannot compile; a call of a fused region
+    (`ai.aotc`, body in `functions`) is as good as the nodes of its body."""
     bad = []
     for node in graph:
         if _is_constant(node):
             continue
-        if node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
+        function = function_of(functions or {}, node)
+        if function is not None:
+            bad += unsupported_nodes(function.graph, functions)
+        elif node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
             op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
             bad.append((node.name or "<unnamed>", op))
     return bad
@@ -104,6 +112,7 @@ class CompileStats:
 class _Compiler:
     def __init__(self, model: ir.Model, target: CpuTarget, name: str, file: str | None) -> None:
         self.graph = model.graph
+        self.functions = model.functions
         self.target = target
         self.name = name
         self.file = file
@@ -143,8 +152,11 @@ class _Compiler:
             self.packed[key] = self._add_weight_bytes(arr)
         return _Loc("weight", self.packed[key])
 
+    tuner: Tuner | None = None  # set by compile_model
+
     def choose_config(self, space: ScheduleSpace) -> Config:
-        return space.default_config()
+        """From the tuning log or this compile's measurements, else the cost model."""
+        return (self.tuner or Tuner()).choose(space)
 
     def location(self, v: ir.Value) -> _Loc:
         if v in self.loc:
@@ -154,7 +166,8 @@ class _Compiler:
         raise AotcError(f"value '{v.name}' is used before it is computed", file=self.file)
 
     # nodes ------------------------------------------------------------------------------
-    def context(self, node: ir.Node) -> OpContext:
+    def _placeholders(self, node: ir.Node) -> tuple[list[te.Tensor | None],
+                                                    list[np.ndarray | None]]:
         inputs: list[te.Tensor | None] = []
         consts: list[np.ndarray | None] = []
         for v in node.inputs:
@@ -165,20 +178,36 @@ class _Compiler:
             shape = value_shape(v, self.file, node.name)
             inputs.append(te.placeholder(shape, value_dtype(v, self.file, node.name), "in"))
             consts.append(v.const_value.numpy() if v.const_value is not None else None)
+        return inputs, consts
+
+    def context(self, node: ir.Node, given: tuple[list[te.Tensor | None],
+                                                  list[np.ndarray | None]] | None = None,
+                label: str | None = None) -> OpContext:
+        """The node's OpContext: a placeholder per input, or the `given` (tensors, constant
+        values) when the node is one of a fused region's body (see aotc/fused.py)."""
+        inputs, consts = given if given is not None else self._placeholders(node)
         attrs = {k: _attr_value(a) for k, a in node.attributes.items()}
         return OpContext(
-            node=node.name or "<unnamed>", op_type=node.op_type, attrs=attrs, inputs=inputs,
-            consts=consts,
+            node=label or node.name or "<unnamed>", op_type=node.op_type, attrs=attrs,
+            inputs=inputs, consts=consts,
             out_shapes=[value_shape(o, self.file, node.name) for o in node.outputs],
             out_dtypes=[value_dtype(o, self.file, node.name) for o in node.outputs],
             file=self.file,
         )
 
+    def lower_node(self, node: ir.Node) -> tuple[OpContext, list[te.Tensor | Alias]]:
+        """The node's context and its outputs as tensor expressions (or input aliases)."""
+        ctx = self.context(node)
+        function = function_of(self.functions, node)
+        if function is None:
+            return ctx, OPS[node.op_type](ctx)
+        return ctx, lower_fused(ctx, function, lambda n, ins, cs, label: self.context(
+            n, (ins, cs), label))
+
     def compile_node(self, node: ir.Node) -> None:
         if _is_constant(node):
             return
-        ctx = self.context(node)
-        results = OPS[node.op_type](ctx)
+        ctx, results = self.lower_node(node)
         if len(results) != len(node.outputs):
             raise ctx.error(f"definition gave {len(results)} outputs, the node has "
                             f"{len(node.outputs)}")
@@ -276,6 +305,31 @@ def _attr_value(a: ir.Attr) -> object:
     return v
 
 
+class _SpaceCollector(Tuner):
+    """Records every kernel's schedule space and builds the default configuration."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.spaces: list[ScheduleSpace] = []
+
+    def choose(self, space: ScheduleSpace) -> Config:
+        self.spaces.append(space)
+        return space.default_config()
+
+
+def _kernel_spaces(model: ir.Model, target: CpuTarget, file: str | None) -> list[ScheduleSpace]:
+    """Every kernel's schedule space, from a lowering pass whose kernels are thrown away (the
+    tuner splits its budget over all kernels before any is built for real)."""
+    pre = _Compiler(model, target, "collect", file)
+    collector = _SpaceCollector()
+    pre.tuner = collector
+    for i, v in enumerate(v for v in model.graph.inputs if not v.is_initializer()):
+        pre.loc[v] = _Loc("input", i)
+    for node in model.graph:
+        pre.compile_node(node)
+    return collector.spaces
+
+
 def compile_model(
     model: ir.Model,
     target: CpuTarget,
@@ -284,14 +338,23 @@ def compile_model(
     num_threads: int = 0,
     file: str | None = None,
     on_stage: Callable[[str], None] | None = None,
+    tuner: Tuner | None = None,
 ) -> Program:
-    """Lower, generate and plan a model whose values all have static shapes."""
+    """Lower, generate and plan a model whose values all have static shapes. `tuner` picks
+    each kernel's schedule (default: the cost model alone)."""
     graph = model.graph
-    bad = unsupported_nodes(graph)
+    bad = unsupported_nodes(graph, model.functions)
     if bad:
         raise UnsupportedOperators(file, bad)
     c = _Compiler(model, target, name, file)
     times: dict[str, float] = {}
+    c.tuner = tuner or Tuner()
+    if c.tuner.wants_spaces:
+        t0 = time.perf_counter()
+        if on_stage:
+            on_stage("tuning")
+        c.tuner.tune(_kernel_spaces(model, target, file))
+        times["tune"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if on_stage:
         on_stage("lowering")

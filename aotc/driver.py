@@ -6,12 +6,16 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import onnx
+import onnx_ir as ir
 
 from aotc.errors import AotcError
 from aotc.package.program import Program
+
+if TYPE_CHECKING:
+    from lowering.search.tuner import TuneProgress, Tuner
 
 T = TypeVar("T")
 StageRunner = Callable[[str, Callable[[], Any]], Any]
@@ -53,6 +57,71 @@ def count_nodes(path: Path) -> int:
         return 0
 
 
+def rewrite_file(
+    model: Path,
+    *,
+    input_shapes: list[str] | dict[str, tuple[int, ...]],
+    disabled_passes: list[str] | None = None,
+    run_stage: StageRunner = _plain_stage,
+    log: Callable[[str], None] | None = None,
+) -> ir.Model:
+    """Frontend and graph passes: the model as the compiler reads it (still valid ONNX)."""
+    from aotc.frontend import load_model, parse_input_shapes
+    from aotc.passes import PIPELINE, run_passes
+
+    model = Path(model)
+    if not model.is_file():
+        raise AotcError("no such file", file=str(model))
+    known = [n for n, _ in PIPELINE]
+    for p in disabled_passes or []:
+        if p not in known:
+            raise AotcError(f"unknown pass '{p}'", hint=f"passes: {', '.join(known)}")
+    shapes = (parse_input_shapes(input_shapes) if isinstance(input_shapes, list)
+              else dict(input_shapes))
+    graph = run_stage("load + infer shapes", lambda: load_model(model, shapes))
+    return run_stage("graph passes", lambda: run_passes(graph, disabled_passes or [], log))
+
+
+@dataclass
+class EmitOnnxResult:
+    path: Path
+    nodes_before: int
+    nodes_after: int
+    fused_nodes: int
+
+
+def emit_onnx(
+    model: Path,
+    output: Path,
+    *,
+    input_shapes: list[str] | dict[str, tuple[int, ...]],
+    name: str = "model",
+    disabled_passes: list[str] | None = None,
+    run_stage: StageRunner = _plain_stage,
+    log: Callable[[str], None] | None = None,
+) -> EmitOnnxResult:
+    """`aotc optimize --emit onnx`: the rewritten model (after passes, before lowering) as
+    OUTPUT/NAME.onnx; fused regions are `ai.aotc` nodes with model-local function bodies."""
+    from aotc.package.validate import check_name
+    from aotc.passes.fused_function import DOMAIN
+
+    check_name(name)
+    output = Path(output)
+    check_output_writable(output)
+    graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
+                         run_stage=run_stage, log=log)
+    path = output / f"{name}.onnx"
+    try:
+        output.mkdir(exist_ok=True)
+        run_stage("write model", lambda: ir.save(graph, path))
+    except OSError as e:
+        raise AotcError(f"cannot write the model: {e.strerror or e}", file=str(path)) from None
+    nodes = list(graph.graph)
+    return EmitOnnxResult(path=path, nodes_before=count_nodes(Path(model)),
+                          nodes_after=len(nodes),
+                          fused_nodes=sum(1 for n in nodes if n.domain == DOMAIN))
+
+
 def compile_file(
     model: Path,
     *,
@@ -63,12 +132,11 @@ def compile_file(
     disabled_passes: list[str] | None = None,
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
+    tuner: Tuner | None = None,
 ) -> tuple[Program, int]:
     """Frontend, passes and compiler; returns the Program and the node count after passes."""
     from aotc.compiler import compile_model
-    from aotc.frontend import load_model, parse_input_shapes
     from aotc.package.validate import check_name
-    from aotc.passes import PIPELINE, run_passes
     from targets.cpu.target import get_target
 
     model = Path(model)
@@ -77,19 +145,26 @@ def compile_file(
     check_name(name)
     if threads < 0:
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
-    known = [n for n, _ in PIPELINE]
-    for p in disabled_passes or []:
-        if p not in known:
-            raise AotcError(f"unknown pass '{p}'", hint=f"passes: {', '.join(known)}")
-    shapes = (parse_input_shapes(input_shapes) if isinstance(input_shapes, list)
-              else dict(input_shapes))
     tgt = get_target(target)
-    graph = run_stage("load + infer shapes", lambda: load_model(model, shapes))
-    graph = run_stage("graph passes", lambda: run_passes(graph, disabled_passes or [], log))
+    graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
+                         run_stage=run_stage, log=log)
     nodes_after = len(list(graph.graph))
     program = run_stage("lower + codegen", lambda: compile_model(
-        graph, tgt, name=name, num_threads=threads, file=str(model)))
+        graph, tgt, name=name, num_threads=threads, file=str(model), tuner=tuner))
     return program, nodes_after
+
+
+def make_tuner(tune: float, tuning_log: Path | None,
+               progress: Callable[[TuneProgress], None] | None = None,
+               warn: Callable[[str], None] | None = None) -> Tuner:
+    """The tuner of `--tune SECONDS --tuning-log FILE`: it measures only with a budget; the log
+    is read when tuning or when named, written when tuning (default: the user's cache)."""
+    from lowering.search.tuner import Tuner
+    from lowering.search.tuning_log import default_log_path
+
+    if tuning_log is None and tune > 0:
+        tuning_log = default_log_path()
+    return Tuner(tune, tuning_log, progress, warn=warn)
 
 
 def optimize_model(
@@ -104,6 +179,7 @@ def optimize_model(
     disabled_passes: list[str] | None = None,
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
+    tuner: Tuner | None = None,
 ) -> OptimizeResult:
     from aotc.package.bundle import write_bundle
     from aotc.package.weights import WEIGHTS_FORMATS
@@ -115,7 +191,7 @@ def optimize_model(
     check_output_writable(output)
     program, nodes_after = compile_file(
         model, input_shapes=input_shapes, target=target, threads=threads, name=name,
-        disabled_passes=disabled_passes, run_stage=run_stage, log=log)
+        disabled_passes=disabled_passes, run_stage=run_stage, log=log, tuner=tuner)
     try:
         run_stage("write bundle", lambda: write_bundle(program, output, weights_format))
     except OSError as e:

@@ -61,10 +61,19 @@ def describe_model(path: Path) -> ModelDescription:
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     hist: Counter[str] = Counter()
     unsupported: list[tuple[str, str]] = []
+    # a call of a model-local function (e.g. an `ai.aotc` fused region) is inlined by the
+    # frontend: it is supported when the nodes of its body are
+    local = {(f.domain, f.name): f for f in model.functions}
     for n in g.node:
         op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
         hist[op] += 1
-        if op not in OPS and op not in FRONTEND_HANDLED:
+        body = local.get((n.domain, n.op_type))
+        if body is not None:
+            bad = [b.op_type for b in body.node if b.domain not in ("", "ai.onnx")
+                   or (b.op_type not in OPS and b.op_type not in FRONTEND_HANDLED)]
+            if bad:
+                unsupported.append((f"{n.name or '<unnamed>'} (body: {', '.join(bad)})", op))
+        elif op not in OPS and op not in FRONTEND_HANDLED:
             unsupported.append((n.name or "<unnamed>", op))
     inputs = [(i.name, _dtype(i), _dims(i)) for i in g.input if i.name not in inits]
     unbound = [(name, axis, str(d)) for name, _, dims in inputs

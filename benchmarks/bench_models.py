@@ -1,105 +1,157 @@
 """Latency of aotc bundles against onnxruntime, side by side in one process, interleaved.
 
-For each sample model and thread count: the bundle's `NAME_run_context` (through ctypes, with
-input/output pointer arrays built once) and an onnxruntime session with all graph optimisations
-and the same intra-op thread count take turns in blocks of 5 runs, after a warm-up. Reports medians
-and the ratio aotc/onnxruntime (< 1: aotc is faster) and the geometric mean of the ratios.
+For each model and thread count: the bundle's `NAME_run_context` (through ctypes, input/output
+pointer arrays built once) and an onnxruntime session (ORT_ENABLE_ALL, the same intra-op thread
+count, IO binding with preallocated outputs) take turns in blocks of `--block` runs after a
+warm-up; before each block it waits until the other engine's worker threads stop spinning
+(timing.interleave and quiesce; spin_study.py and RESULTS.md say why).
+Reports medians, the ratio aotc/onnxruntime (< 1: aotc is faster) and the geometric mean of the
+ratios per thread count, and each model's compile time (`optimize`, without tuning) and `make`
+time. aotc's outputs are checked against onnxruntime's before timing.
 
-    python benchmarks/bench_models.py [--runs 50] [--threads 1 2] [--markdown]
+    python benchmarks/bench_models.py [--big] [--models mlp resnet50] [--runs 50]
+                                      [--threads 1 2] [--markdown]
+
+`--big` adds ResNet-50, MobileNetV2 and the BERT-base-sized encoder (run make_big_models.py first).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from model_zoo import SAMPLE_MODELS, random_inputs  # noqa: E402
 from table import print_rows  # noqa: E402
+from timing import (  # noqa: E402
+    CLOCKS,
+    aotc_engine,
+    geomean,
+    interleave,
+    load_average,
+    median,
+    ort_engine,
+    ort_session,
+    settle_by_name,
+)
 
 from aotc.driver import optimize_model  # noqa: E402
 from aotc.package.build import build_bundle  # noqa: E402
-from aotc.package.loaded import LoadedBundle, _pointer_array  # noqa: E402
+from aotc.package.loaded import LoadedBundle  # noqa: E402
+
+BIG_DIR = ROOT / "benchmarks" / "models"
+BIG_NAMES = ("resnet50", "mobilenetv2", "bert_encoder")
 
 
-def bench_one(path: Path, bundle: Path, threads: int, runs: int) -> tuple[float, float]:
-    model = onnx.load(str(path))
+def model_inputs(path: Path) -> list[np.ndarray]:
+    """Seeded random inputs in graph-input order (initializers excluded)."""
+    model = onnx.load(str(path), load_external_data=False)
     inits = {i.name for i in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
     arrays = random_inputs(path, None, seed=0)
-    inputs = [arrays[n] for n in names]
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = threads
-    so.inter_op_num_threads = 1
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    feed = dict(zip(names, inputs, strict=True))
-    with LoadedBundle(bundle) as b:
-        b.create(threads)
-        ins, outs = b._prepare(inputs)
-        pin, pout = _pointer_array(ins), _pointer_array(outs)
-        run = b._run_context
-        ctx = b._ctx
-        for _ in range(5):
-            run(ctx, pin, pout)
-            sess.run(None, feed)
-        ta, to = [], []
-        # Interleave in short blocks with a pause between them: both runtimes' worker threads
-        # spin after a run, and on two cores one's spinning workers starve the other's.
-        block = 5
-        for _ in range(max(1, runs // block)):
-            for _ in range(block):
-                t0 = time.perf_counter()
-                run(ctx, pin, pout)
-                ta.append(time.perf_counter() - t0)
-            time.sleep(0.02)
-            for _ in range(block):
-                t0 = time.perf_counter()
-                sess.run(None, feed)
-                to.append(time.perf_counter() - t0)
-            time.sleep(0.02)
-    return statistics.median(ta), statistics.median(to)
+    return [arrays[i.name] for i in model.graph.input if i.name not in inits]
+
+
+def build_shared(path: Path, bundle: Path) -> Path:
+    """`aotc optimize` + `make shared`: the bundle folder holding libmodel.so."""
+    optimize_model(path, bundle, input_shapes=[])
+    build_bundle(bundle, target="shared")
+    return bundle
+
+
+def _check(got: list[np.ndarray], want: list[np.ndarray]) -> str:
+    err = max(float(np.abs(g - w).max() / max(1.0, float(np.abs(w).max())))
+              for g, w in zip(got, want, strict=True))
+    return "ok" if err < 1e-3 else f"WRONG {err:.1e}"
+
+
+def bench_one(path: Path, bundle_dir: Path, threads: int, runs: int, block: int,
+              settle: Callable[[], None], spinning: bool,
+              clock: Callable[[], float]) -> tuple[float, float, str]:
+    """Median seconds of aotc and onnxruntime, and the output check."""
+    inputs = model_inputs(path)
+    ort_call, ort_outs = ort_engine(ort_session(path, threads, spinning), inputs)
+    with LoadedBundle(bundle_dir) as bundle:
+        bundle.create(threads)
+        aotc_call, aotc_outs = aotc_engine(bundle, inputs)
+        aotc_call()
+        ort_call()
+        check = _check(aotc_outs, ort_outs)
+        t = interleave({"aotc": aotc_call, "ort": ort_call}, runs, block=block,
+                        settle=settle, clock=clock)
+    return median(t["aotc"]), median(t["ort"]), check
+
+
+def model_paths(big: bool, only: list[str]) -> dict[str, Path]:
+    paths = dict(SAMPLE_MODELS)
+    if big:
+        missing = [n for n in BIG_NAMES if not (BIG_DIR / f"{n}.onnx").exists()]
+        if missing:
+            sys.exit(f"{', '.join(missing)} not found in {BIG_DIR}: "
+                     "run python benchmarks/make_big_models.py first")
+        paths.update({n: BIG_DIR / f"{n}.onnx" for n in BIG_NAMES})
+    if only:
+        unknown = [n for n in only if n not in paths]
+        if unknown:
+            sys.exit(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(paths)}")
+        paths = {n: paths[n] for n in only}
+    return paths
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=50)
+    ap.add_argument("--big", action="store_true", help="add the full-size models")
+    ap.add_argument("--models", nargs="+", default=[], help="only these models")
+    ap.add_argument("--runs", type=int, default=50, help="timed runs per engine (median)")
+    ap.add_argument("--block", type=int, default=5, help="runs per turn")
+    ap.add_argument("--settle", default="quiesce",
+                    help="before each turn: quiesce (wait for spinning threads), none, or seconds")
+    ap.add_argument("--ort-spinning", choices=("on", "off"), default="on",
+                    help="onnxruntime's session.intra_op.allow_spinning")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1])
+    ap.add_argument("--clock", choices=list(CLOCKS), default="wall",
+                    help="thread: CPU time of the calling thread (1 thread only; shared machines)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.clock == "thread" and args.threads != [1]:
+        ap.error("--clock thread needs --threads 1 (worker threads' time would be left out)")
+    load_before = load_average()
+    paths = model_paths(args.big, args.models)
+    rows, compile_rows = [], []
+    with tempfile.TemporaryDirectory(prefix="aotc_bench_models_") as tmp:
         bundles = {}
-        for name, path in SAMPLE_MODELS.items():
-            d = Path(tmp) / name
-            optimize_model(path, d, input_shapes=[])
-            build_bundle(d, target="shared")
-            bundles[name] = d
+        for name, path in paths.items():
+            t0 = time.perf_counter()
+            optimize_model(path, Path(tmp) / name, input_shapes=[])
+            t1 = time.perf_counter()
+            build_bundle(Path(tmp) / name, target="shared")
+            compile_rows.append((name, f"{t1 - t0:.2f}", f"{time.perf_counter() - t1:.2f}"))
+            bundles[name] = Path(tmp) / name
         for threads in args.threads:
             ratios = []
-            for name, path in SAMPLE_MODELS.items():
-                a, o = bench_one(path, bundles[name], threads, args.runs)
+            for name, path in paths.items():
+                a, o, check = bench_one(path, bundles[name], threads, args.runs, args.block,
+                                        settle_by_name(args.settle),
+                                        args.ort_spinning == "on", CLOCKS[args.clock])
                 ratios.append(a / o)
-                rows.append((name, threads, f"{a * 1e3:.3f}", f"{o * 1e3:.3f}", f"{a / o:.2f}"))
-            gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            rows.append(("geometric mean", threads, "", "", f"{gm:.2f}"))
-    head = ("model", "threads", "aotc median ms", "onnxruntime median ms", "aotc/ort")
+                rows.append((name, threads, f"{a * 1e3:.3f}", f"{o * 1e3:.3f}", f"{a / o:.2f}",
+                             check))
+            rows.append(("geometric mean", threads, "", "", f"{geomean(ratios):.2f}", ""))
+    print(f"load average before: {load_before}, after: {load_average()}; clock: {args.clock}")
+    head = ("model", "threads", "aotc median ms", "onnxruntime median ms", "aotc/ort", "check")
     print_rows(head, rows, args.markdown)
+    print()
+    print_rows(("model", "aotc optimize s", "make s"), compile_rows, args.markdown)
 
 
 if __name__ == "__main__":
-    np.random.seed(0)
     main()

@@ -16,8 +16,7 @@ import numpy as np
 import onnx
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from model_zoo import SAMPLE_MODELS, random_inputs  # noqa: E402
 from table import print_rows  # noqa: E402

@@ -6,11 +6,16 @@ target description (vector lanes), never from operator names:
 - reductions: reduce loops placed just outside the innermost spatial loop when that loop is long
   enough to vectorise (the GEMM i-k-j order, the convolution n-k-oh-[c,r,s]-ow order), the
   vectorised loop blocked so that its slice of the output stays in cache across the reduction.
+
+`StageChoices` overrides these rules one decision at a time; the schedule space
+(`lowering.search.default_space`) turns each decision into a knob. Every choice gives a valid
+schedule of the same computation.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from lowering import te
 from lowering.schedule import Loop, StageSchedule
@@ -19,33 +24,102 @@ from lowering.schedule import Loop, StageSchedule
 PARALLEL_MIN_WORK = 1 << 15
 # Width of the output slice a reduction keeps hot while it runs over the reduce loops.
 REDUCTION_BLOCK = 256
+# A lone element-wise loop longer than this is split so that the parallel loop has chunks.
+ELEMENTWISE_SPLIT = 4096
+# Reduce loops this short or shorter count as "short" (candidates for unrolling).
+SHORT_LOOP = 16
+
+NO_VEC = -1  # `StageChoices.vec`: vectorise no loop
 
 
-def default_schedule(tensor: te.Tensor, vector_lanes: int) -> StageSchedule:
+@dataclass(frozen=True)
+class StageChoices:
+    """One stage's schedule decisions; None means "the rule above decides"."""
+
+    # the spatial loop that is vectorised (moved innermost), counted from the innermost
+    # spatial loop (0); NO_VEC for none
+    vec: int | None = None
+    # reductions: block of the vectorised loop (0 = no block; no effect when not shorter)
+    block: int | None = None
+    # element-wise stages: split of the vectorised loop (0 = none; no effect when not shorter)
+    split: int | None = None
+    # how many outer spatial loops longer than 1 are fused into the outermost (parallel) loop
+    fuse: int | None = None
+    # unroll the short reduce loops innermost in the reduce nest
+    unroll: bool = False
+
+
+@dataclass(frozen=True)
+class StageShape:
+    """The static structure of a stage that the schedule decisions depend on."""
+
+    spatial: tuple[int, ...]  # spatial loop extents, outermost first
+    reduce: tuple[int, ...]  # reduce loop extents, outermost first
+
+    @staticmethod
+    def of(tensor: te.Tensor) -> StageShape:
+        op = tensor.op
+        assert op is not None
+        return StageShape(tuple(ax.extent for ax in op.axes),
+                          tuple(ax.extent for ax in op.reduce_axes))
+
+    def auto_vec(self, vector_lanes: int) -> int:
+        if self.spatial and (self.spatial[-1] >= vector_lanes or not self.reduce):
+            return 0
+        return NO_VEC
+
+    def auto_split(self) -> int:
+        return ELEMENTWISE_SPLIT if len(self.spatial) == 1 else 0
+
+    def short_reduce(self) -> int:
+        """How many innermost reduce loops are short enough to unroll."""
+        n = 0
+        for e in reversed(self.reduce):
+            if not 2 <= e <= SHORT_LOOP:
+                break
+            n += 1
+        return n
+
+
+def default_schedule(tensor: te.Tensor, vector_lanes: int,
+                     choices: StageChoices | None = None) -> StageSchedule:
+    c = choices or StageChoices()
     s = StageSchedule(tensor)
+    shape = StageShape.of(tensor)
     spatial = [lp for lp in s.leaves if lp.origin == "spatial"]
     reduce = [lp for lp in s.leaves if lp.origin == "reduce"]
     work = math.prod(lp.extent for lp in s.leaves)
 
+    vec_pos = shape.auto_vec(vector_lanes) if c.vec is None else c.vec
     vec: Loop | None = None
-    if spatial and (spatial[-1].extent >= vector_lanes or not reduce):
-        vec = spatial.pop()
-    if vec is not None and reduce and vec.extent > REDUCTION_BLOCK:
-        outer_part, vec = s.split(vec, REDUCTION_BLOCK)
-        spatial.append(outer_part)
-    elif vec is not None and not reduce and not spatial and vec.extent > 4096:
-        outer_part, vec = s.split(vec, 4096)
-        spatial.append(outer_part)
+    if 0 <= vec_pos < len(spatial):
+        vec = spatial.pop(len(spatial) - 1 - vec_pos)
+    if vec is not None:
+        if reduce:
+            factor = REDUCTION_BLOCK if c.block is None else c.block
+        else:
+            factor = shape.auto_split() if c.split is None else c.split
+        if 0 < factor < vec.extent:
+            outer_part, vec = s.split(vec, factor)
+            spatial.append(outer_part)
 
     order = spatial + reduce + ([vec] if vec is not None else [])
     s.reorder(*order)
 
+    # fuse the outer loops up to the `fuse`-th one longer than 1 (length-1 loops are free)
+    long_loops = [i for i, lp in enumerate(spatial) if lp.extent > 1]
+    n_fused = len(spatial)
+    if c.fuse is not None and 0 < c.fuse < len(long_loops):
+        n_fused = long_loops[c.fuse - 1] + 1
     outer: Loop | None = spatial[0] if spatial else None
-    for lp in spatial[1:]:
+    for lp in spatial[1:n_fused]:
         assert outer is not None
         outer = s.fuse(outer, lp)
     if outer is not None and outer.extent >= 2 and work >= PARALLEL_MIN_WORK:
         s.parallel(outer)
     if vec is not None and vec.extent > 1:
         s.vectorize(vec)
+    if c.unroll:
+        for lp in reduce[len(reduce) - shape.short_reduce():]:
+            s.unroll(lp)
     return s

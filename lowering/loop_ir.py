@@ -55,6 +55,8 @@ class For(Stmt):
     kind: str
     body: Stmt
     start: te.Expr = field(default_factory=lambda: te.Const(0, "int64"))
+    # vectorized loops: vectors kept in flight (accumulators of a reduction); 0 = LLVM decides
+    interleave: int = 0
 
 
 @dataclass
@@ -84,6 +86,15 @@ class Call(Stmt):
 
     func: str
     args: list[BufPtr | te.Expr]
+
+
+@dataclass
+class Prefetch(Stmt):
+    """A hint to bring the cache line holding `buf[index]` closer (pragma prefetch). It never
+    faults, so `index` may point past the buffer (the iteration after the last)."""
+
+    buf: Buffer
+    index: te.Expr
 
 
 @dataclass
@@ -126,6 +137,8 @@ def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
         head = f"{pad}for {var} in [{format_expr(s.start, names)}, {format_expr(s.extent, names)})"
         if s.kind != "serial":
             head += f"  # {s.kind}"
+        if s.interleave:
+            head += f" x{s.interleave}"
         return head + "\n" + format_stmt(s.body, indent + 1, names)
     if isinstance(s, Store):
         return (f"{pad}{s.buf.name}[{format_expr(s.index, names)}] = "
@@ -137,6 +150,8 @@ def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
             f"&{a.buf.name}[{format_expr(a.offset, names)}]" if isinstance(a, BufPtr)
             else format_expr(a, names) for a in s.args)
         return f"{pad}{s.func}({args})"
+    if isinstance(s, Prefetch):
+        return f"{pad}prefetch(&{s.buf.name}[{format_expr(s.index, names)}])"
     raise TypeError(f"not a statement: {s!r}")
 
 

@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from lowering import te
-from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
-from lowering.schedule import Loop, ScheduleError, StageSchedule
+from lowering.affine import simplify_index
+from lowering.loop_ir import Buffer, BufLoad, Call, For, Kernel, Prefetch, Seq, Stmt, Store
+from lowering.regions import Region, infer_region
+from lowering.schedule import (
+    INLINE,
+    ROOT,
+    AttachAt,
+    Loop,
+    Schedule,
+    ScheduleError,
+    StageSchedule,
+    map_loads,
+    producer_order,
+)
+from lowering.tensorize import gemm_call
 
 ScheduleFn = Callable[[te.Tensor], StageSchedule]
+InlineFn = Callable[[te.Tensor], te.Expr | None]  # the body to substitute, None: has a buffer
+# statements to put first in a loop's body (by id of the Loop): nests computed at that loop
+Heads = dict[int, list[Stmt]]
 
 
 def stages_of(outputs: Sequence[te.Tensor]) -> list[te.Tensor]:
     """Compute tensors the outputs depend on, producers first."""
-    order: list[te.Tensor] = []
-    seen: set[int] = set()
-
-    def visit(t: te.Tensor) -> None:
-        if id(t) in seen or t.op is None:
-            return
-        seen.add(id(t))
-        for dep in te.tensors_read(t.op.body):
-            visit(dep)
-        order.append(t)
-
-    for t in outputs:
-        visit(t)
-    return order
+    return producer_order(outputs, lambda t: t.op.body)  # type: ignore[union-attr]
 
 
 def flat_index(buf: Buffer, idx: Sequence[te.Expr]) -> te.Expr:
@@ -36,48 +41,75 @@ def flat_index(buf: Buffer, idx: Sequence[te.Expr]) -> te.Expr:
     return out
 
 
+@dataclass
+class Placement:
+    """Where a tensor computed at a loop lives: a tile buffer holding the region that starts at
+    `starts` (one slot per iteration of the parallel loop `lead`), or a full-size buffer."""
+
+    buf: Buffer
+    starts: list[te.Expr] | None = None
+    lead: te.Expr | None = None
+
+    def index(self, idx: Sequence[te.Expr]) -> te.Expr:
+        if self.starts is not None:  # folded: `(start + i) - start` is `i` once affine
+            idx = [simplify_index(i - s) for i, s in zip(idx, self.starts, strict=True)]
+        if self.lead is not None:
+            idx = [self.lead, *idx]
+        return flat_index(self.buf, idx)
+
+
+Bufs = dict[int, Buffer | Placement]
+
+
+def _locate(bufs: Bufs, t: te.Tensor, idx: Sequence[te.Expr]) -> tuple[Buffer, te.Expr]:
+    where = bufs[id(t)]
+    if isinstance(where, Placement):
+        return where.buf, where.index(idx)
+    return where, flat_index(where, idx)
+
+
+def _te_inline(t: te.Tensor) -> te.Expr | None:
+    return t.op.body if t.op is not None and t.op.inline else None
+
+
+def expand_inline(e: te.Expr, inline: InlineFn) -> te.Expr:
+    """`e` with every load of an inlined stage replaced by that stage's body."""
+
+    def sub(ld: te.Load) -> te.Expr:
+        body = inline(ld.tensor)
+        if body is None:
+            return ld
+        assert ld.tensor.op is not None
+        vmap = {ax.var: i for ax, i in zip(ld.tensor.op.axes, ld.indices, strict=True)}
+        return expand_inline(te.substitute(body, vmap), inline)
+
+    return map_loads(e, sub)
+
+
 class _Converter:
     """Rewrites a TE body into a loop-IR expression: buffer loads, inlined stages."""
 
-    def __init__(self, bufs: dict[int, Buffer]) -> None:
+    def __init__(self, bufs: Bufs, inline: InlineFn = _te_inline) -> None:
         self.bufs = bufs
+        self.inline = inline
 
     def __call__(self, e: te.Expr) -> te.Expr:
-        if isinstance(e, (te.Var, te.Const)):
-            return e
-        if isinstance(e, te.Load):
-            t = e.tensor
-            idx = [self(i) for i in e.indices]
-            if id(t) not in self.bufs:
-                if t.op is None or not t.op.inline:
-                    raise ScheduleError(f"tensor {t.name} has no buffer")
-                vmap = {ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)}
-                return self(te.substitute(t.op.body, vmap))
-            buf = self.bufs[id(t)]
-            return BufLoad(buf, flat_index(buf, idx))
-        if isinstance(e, te.Binary):
-            return te.binary(e.op, self(e.a), self(e.b))
-        if isinstance(e, te.Unary):
-            return te.Unary(e.op, self(e.a))
-        if isinstance(e, te.Select):
-            return te.select(self(e.cond), self(e.t), self(e.f))
-        if isinstance(e, te.Cast):
-            return te.cast(e.dtype, self(e.a))
-        if isinstance(e, BufLoad):
-            return e
-        raise ScheduleError(f"cannot lower {type(e).__name__} here")
+        return map_loads(expand_inline(e, self.inline), self._load)
+
+    def _load(self, ld: te.Load) -> te.Expr:
+        if id(ld.tensor) not in self.bufs:
+            raise ScheduleError(f"tensor {ld.tensor.name} has no buffer")
+        return BufLoad(*_locate(self.bufs, ld.tensor, ld.indices))
 
 
 def _extent(lp: Loop) -> te.Expr:
-    if lp.tail is None:
-        return te.Const(lp.extent, "int64")
-    outer, factor, bound = lp.tail
-    return te.minimum(te.Const(factor, "int64"), bound - outer * factor)
+    return lp.extent_expr()
 
 
-def _nest(loops: Sequence[Loop], body: Stmt) -> Stmt:
+def _nest(loops: Sequence[Loop], body: Stmt, heads: Heads | None = None) -> Stmt:
     for lp in reversed(loops):
-        body = For(lp.var, _extent(lp), lp.kind, body)
+        first = (heads or {}).get(id(lp), [])
+        body = For(lp.var, _extent(lp), lp.kind, Seq([*first, body]) if first else body)
     return body
 
 
@@ -91,23 +123,222 @@ def combine(combiner: str, acc: te.Expr, x: te.Expr) -> te.Expr:
     return te.minimum(acc, x)
 
 
-def lower_stage(s: StageSchedule, bufs: dict[int, Buffer]) -> Stmt:
+def _buf_loads(e: te.Expr, out: list[BufLoad]) -> list[BufLoad]:
+    if isinstance(e, BufLoad):
+        out.append(e)
+        _buf_loads(e.index, out)
+    for c in te.children(e):
+        _buf_loads(c, out)
+    return out
+
+
+def _prefetches(s: StageSchedule, value: te.Expr, heads: Heads) -> None:
+    """pragma prefetch: a loop's body starts by prefetching the first element of every load
+    of its next iteration (the loops inside it at 0)."""
+    for pos, lp in enumerate(s.leaves):
+        if "prefetch" not in lp.pragmas:
+            continue
+        vmap: dict[te.Var, te.Expr] = {lp.var: lp.var + 1}
+        vmap.update({x.var: te.Const(0, "int64") for x in s.leaves[pos + 1:]})
+        seen: set[tuple[int, str]] = set()
+        for ld in _buf_loads(value, []):
+            index = te.substitute(ld.index, vmap)
+            key = (id(ld.buf), repr(index))
+            if key not in seen:
+                seen.add(key)
+                heads.setdefault(id(lp), []).insert(0, Prefetch(ld.buf, index))
+
+
+def lower_stage(
+    s: StageSchedule,
+    bufs: Bufs,
+    *,
+    inline: InlineFn = _te_inline,
+    origin: dict[te.Var, te.Expr] | None = None,
+    attach: Callable[[StageSchedule, te.Expr], Heads] | None = None,
+) -> Stmt:
+    """The loop nest of one stage. `origin` shifts spatial axes (a region computed at another
+    stage's loop); `attach(s, body)` returns the nests to put first in loops of this one, given
+    the stage's body in terms of its loops (inlined, still reading tensors)."""
     s.check()
     t = s.tensor
     assert t.op is not None
-    out = bufs[id(t)]
-    conv = _Converter(bufs)
-    out_index = flat_index(out, [s.value[ax.var] for ax in t.op.axes])
-    body = t.op.body
+    value = dict(s.value)
+    for v, o in (origin or {}).items():
+        value[v] = o + value[v]
+    body = expand_inline(te.substitute(s.body, value), inline)
+    heads = attach(s, body) if attach is not None else {}
+    conv = _Converter(bufs, inline)
+    out, out_index = _locate(bufs, t, [value[ax.var] for ax in t.op.axes])
     if not isinstance(body, te.Reduce):
-        return _nest(s.leaves, Store(out, out_index, conv(te.substitute(body, s.value))))
-    value = conv(te.substitute(body.body, s.value))
+        x = conv(body)
+        _prefetches(s, x, heads)
+        return _nest(s.leaves, Store(out, out_index, x), heads)
+    x, init = conv(body.body), conv(body.init)
+    _prefetches(s, x, heads)
+    if s.tensorized is not None:
+        return _tensorized(s, out, out_index, x, init, heads)
     first = next(i for i, lp in enumerate(s.leaves) if lp.origin == "reduce")
     outer, inner = s.leaves[:first], s.leaves[first:]
     inner_spatial = [lp for lp in inner if lp.origin == "spatial"]
-    init = _nest(inner_spatial, Store(out, out_index, conv(te.substitute(body.init, s.value))))
-    update = Store(out, out_index, combine(body.combiner, BufLoad(out, out_index), value))
-    return _nest(outer, Seq([init, _nest(inner, update)]))
+    init_nest = _nest(inner_spatial, Store(out, out_index, init))
+    update = Store(out, out_index, combine(body.combiner, BufLoad(out, out_index), x))
+    return _nest(outer, Seq([init_nest, _nest(inner, update, heads)]), heads)
+
+
+def _tensorized(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Expr,
+                init: te.Expr, heads: Heads) -> Stmt:
+    """The stage with its innermost loops replaced by a micro-kernel call."""
+    assert s.tensorized is not None
+    loops, blk = s.tensorized
+    if any(id(lp) in heads for lp in loops):
+        raise ScheduleError("tensorize: a stage is computed at (or prefetches in) a "
+                            "tensorized loop")
+    rest = [lp for lp in s.leaves if all(lp is not x for x in loops)]
+    reduce_rest = [lp for lp in rest if lp.origin == "reduce"]
+
+    def call(accumulate: te.Expr) -> Call:
+        return gemm_call(loops, blk, out, out_index, value, accumulate)
+
+    if isinstance(init, te.Const) and init.value == 0:
+        # the first step of the reduction overwrites the block, the others add to it
+        later: te.Expr = te.Const(False, "bool")
+        for lp in reduce_rest:
+            nz = te.ne(lp.var, te.Const(0, "int64"))
+            later = nz if isinstance(later, te.Const) else te.logical_or(later, nz)
+        return _nest(rest, call(te.cast("int64", later)), heads)
+    first = next((i for i, lp in enumerate(rest) if lp.origin == "reduce"), len(rest))
+    outer, inner = rest[:first], rest[first:]
+    spatial = [lp for lp in inner if lp.origin == "spatial"]
+    spatial += [lp for lp in s.leaves if lp.origin == "spatial" and any(lp is x for x in loops)]
+    init_nest = _nest(spatial, Store(out, out_index, init))
+    return _nest(outer, Seq([init_nest, _nest(inner, call(te.Const(1, "int64")), heads)]), heads)
+
+
+def _loads_of(e: te.Expr, t: te.Tensor) -> list[te.Load]:
+    out = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, te.Load) and x.tensor is t:
+            out.append(x)
+        stack.extend(te.children(x))
+    return out
+
+
+class _KernelLowering:
+    """Lowers a whole `Schedule`: root stages in producer order, each with the stages computed
+    at its loops nested inside (after bound inference on its body)."""
+
+    def __init__(self, name: str, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+                 sched: Schedule) -> None:
+        self.name = name
+        self.sched = sched
+        self.bufs: Bufs = {}
+        self.buffers: list[Buffer] = []
+        self.ranges: dict[te.Var, int] = {}  # static extent of every loop lowered so far
+        for t in inputs:
+            self._add(t.name, t.dtype, t.shape, "input", t)
+        for t in outputs:
+            if id(t) in self.bufs:
+                raise ScheduleError(f"output {t.name} is also an input; copy it explicitly")
+            self._add(t.name, t.dtype, t.shape, "output", t)
+        self.stages = sched.stages()
+        self.at: dict[int, list[tuple[te.Tensor, str]]] = {}
+        for t in self.stages:
+            where = sched.attachment(t)
+            if where == ROOT and id(t) not in self.bufs:
+                self._add(t.name, t.dtype, t.shape, "scratch", t)
+            elif isinstance(where, AttachAt):
+                self._check_attach(t, where)
+                self.at.setdefault(id(where.consumer), []).append((t, where.loop))
+        for t in self.stages:
+            for dep in te.tensors_read(sched.body_of(t)):
+                if dep.op is None and id(dep) not in self.bufs:
+                    raise ScheduleError(f"placeholder {dep.name} is not an input of kernel {name}")
+
+    def _add(self, name: str, dtype: str, shape: Sequence[int], role: str,
+             t: te.Tensor | None = None) -> Buffer:
+        b = Buffer(f"{role[0]}{len(self.buffers)}", dtype, tuple(shape), role)
+        self.buffers.append(b)
+        if t is not None:
+            self.bufs[id(t)] = b
+        return b
+
+    def _check_attach(self, t: te.Tensor, where: AttachAt) -> None:
+        c = where.consumer
+        if all(c is not x for x in self.stages) or self.sched.attachment(c) == INLINE:
+            raise ScheduleError(f"compute_at: {t.name}'s consumer {c.name} is not lowered as "
+                                "a stage of its own")
+        readers = self.sched.consumers(t)
+        if len(readers) != 1 or readers[0] is not c:
+            raise ScheduleError(f"compute_at: {t.name} is read by {[r.name for r in readers]}, "
+                                f"not only by {c.name}")
+
+    def _inline(self, t: te.Tensor) -> te.Expr | None:
+        if t.op is None or self.sched.attachment(t) != INLINE:
+            return None
+        return self.sched.body_of(t)
+
+    def kernel(self) -> Kernel:
+        nests = []
+        for t in self.stages:
+            if self.sched.attachment(t) == ROOT:
+                s = self.sched[t]
+                par = s.leaves[0] if s.leaves and s.leaves[0].kind == "parallel" else None
+                nests.append(self._stage(s, None, par))
+        return Kernel(self.name, self.buffers, nests)
+
+    def _stage(self, s: StageSchedule, origin: dict[te.Var, te.Expr] | None,
+               par: Loop | None) -> Stmt:
+        for lp in s.leaves:
+            self.ranges[lp.var] = lp.extent
+        return lower_stage(s, self.bufs, inline=self._inline, origin=origin,
+                           attach=lambda st, body: self._attached(st, body, par))
+
+    def _attached(self, s: StageSchedule, body: te.Expr, par: Loop | None) -> Heads:
+        heads: Heads = {}
+        for p, loop_name in self.at.get(id(s.tensor), []):
+            lp = s.loop(loop_name)
+            pos = s.leaves.index(lp)
+            inner = {x.var: x.extent for x in s.leaves[pos + 1:]}
+            reads = [ld.indices for ld in _loads_of(body, p)]
+            if isinstance(body, te.Reduce) and _loads_of(body.init, p):
+                first = next(i for i, x in enumerate(s.leaves) if x.origin == "reduce")
+                if pos >= first:
+                    raise ScheduleError(f"compute_at: the initial value of {s.tensor.name} reads "
+                                        f"{p.name}; compute it outside the reduce loops")
+            region = infer_region(reads, p.shape, inner, self.ranges)
+            self._place(p, region, par)
+            assert p.op is not None
+            axes = [ax.var for ax in p.op.axes]
+            ps = self.sched[p].replayed(
+                dict(zip(axes, region.extent, strict=True)),
+                {v: b for v, b in zip(axes, region.bound, strict=True) if b is not None})
+            if any(x.kind == "parallel" for x in ps.leaves):
+                raise ScheduleError(f"{p.name} is computed at a loop; it cannot have a parallel "
+                                    "loop of its own")
+            origin = dict(zip(axes, region.start, strict=True))
+            heads.setdefault(id(lp), []).append(self._stage(ps, origin, par))
+        return heads
+
+    def _place(self, p: te.Tensor, region: Region, par: Loop | None) -> None:
+        """A tile buffer (one per parallel iteration) when smaller than the tensor, else a
+        full-size one; either way only the region is computed."""
+        slots = par.extent if par is not None else 1
+        if math.prod(region.extent) * slots < p.size:
+            shape = ((slots,) if par is not None else ()) + tuple(region.extent)
+            buf = self._add(p.name, p.dtype, shape, "scratch")
+            self.bufs[id(p)] = Placement(buf, region.start, par.var if par is not None else None)
+        else:
+            self._add(p.name, p.dtype, p.shape, "scratch", p)
+
+
+def lower_schedule(name: str, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+                   sched: Schedule) -> Kernel:
+    """One kernel computing `outputs` from `inputs` as `sched` says; stages that are neither
+    inputs, outputs nor inlined get scratch buffers (tile-sized when computed at a loop)."""
+    return _KernelLowering(name, inputs, outputs, sched).kernel()
 
 
 def lower_kernel(
@@ -116,29 +347,6 @@ def lower_kernel(
     outputs: Sequence[te.Tensor],
     schedule: ScheduleFn,
 ) -> Kernel:
-    """One kernel computing `outputs` from `inputs`; non-inlined intermediates become scratch."""
-    bufs: dict[int, Buffer] = {}
-    buffers: list[Buffer] = []
-
-    def add(t: te.Tensor, role: str) -> None:
-        b = Buffer(f"{role[0]}{len(buffers)}", t.dtype, t.shape, role)
-        bufs[id(t)] = b
-        buffers.append(b)
-
-    for t in inputs:
-        add(t, "input")
-    for t in outputs:
-        if id(t) in bufs:
-            raise ScheduleError(f"output {t.name} is also an input; copy it explicitly")
-        add(t, "output")
-    stages = stages_of(outputs)
-    for t in stages:
-        assert t.op is not None
-        if id(t) not in bufs and not t.op.inline:
-            add(t, "scratch")
-    for t in stages:
-        for dep in te.tensors_read(t.op.body):  # type: ignore[union-attr]
-            if dep.op is None and id(dep) not in bufs:
-                raise ScheduleError(f"placeholder {dep.name} is not an input of kernel {name}")
-    nests = [lower_stage(schedule(t), bufs) for t in stages if id(t) in bufs]
-    return Kernel(name, buffers, nests)
+    """One kernel computing `outputs` from `inputs`, each stage scheduled by `schedule` as its
+    own root nest; te-inline computes are substituted, other intermediates become scratch."""
+    return lower_schedule(name, inputs, outputs, Schedule(outputs, schedule))

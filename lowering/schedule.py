@@ -3,15 +3,23 @@
 A stage starts with one loop per axis of its compute (spatial, then reduce). Primitives replace
 loops by new ones and record how every earlier loop variable is computed from the new ones, so
 the lowering can rewrite the compute body without the compute ever mentioning tiling.
+
+`StageSchedule` holds one stage's loops (split, fuse, reorder, tile, loop kinds, prefetch pragma,
+tensorize); `Schedule` holds all stages of a kernel and the primitives that relate them
+(compute_inline, compute_at, cache_read, cache_write, rfactor). A stage computed at another
+stage's loop is re-scheduled at lowering time over the region that loop needs: its trace is
+replayed, by loop name, on loops as long as that region (`StageSchedule.replayed`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lowering import te
 from lowering.loop_ir import LOOP_KINDS
+from targets.cpu.microkernels import GemmBlock
 
 
 class ScheduleError(Exception):
@@ -26,11 +34,24 @@ class Loop:
         self.kind = "serial"
         # set by a non-divisible split: the real extent is min(factor, bound - outer*factor),
         # with `outer` an expression of enclosing loop variables
-        self.tail: tuple[te.Expr, int, int] | None = None
+        self.tail: tuple[te.Expr, int, te.Expr | int] | None = None
+        # the real extent when it depends on enclosing loops (a region computed at another
+        # stage's loop, clipped to the tensor): at most `extent`
+        self.bound: te.Expr | None = None
+        self.pragmas: list[str] = []
 
     @property
     def name(self) -> str:
         return self.var.name
+
+    def extent_expr(self) -> te.Expr:
+        """The number of iterations, an expression of enclosing loops when it is partial."""
+        if self.tail is not None:
+            outer, factor, bound = self.tail
+            return te.minimum(te.Const(factor, "int64"), bound - outer * factor)
+        if self.bound is not None:
+            return self.bound
+        return te.Const(self.extent, "int64")
 
     def __repr__(self) -> str:
         return f"{self.name}<{self.extent}>"
@@ -60,22 +81,46 @@ class Annotate:
     kind: str
 
 
-class StageSchedule:
-    """The loops of one compute stage and the trace of primitives that made them."""
+@dataclass(frozen=True)
+class Pragma:
+    loop: str
+    kind: str
 
-    def __init__(self, tensor: te.Tensor) -> None:
+
+@dataclass(frozen=True)
+class Tensorize:
+    loops: tuple[str, ...]
+    intrinsic: GemmBlock
+
+
+PRAGMAS = ("prefetch",)
+
+
+class StageSchedule:
+    """The loops of one compute stage and the trace of primitives that made them.
+
+    `body` is what the stage computes (the compute's own body unless a multi-stage primitive
+    rewrote it); `extents`/`bounds` replace spatial axes' extents (a region of the tensor).
+    """
+
+    def __init__(self, tensor: te.Tensor, body: te.Expr | None = None,
+                 extents: dict[te.Var, int] | None = None,
+                 bounds: dict[te.Var, te.Expr] | None = None) -> None:
         op = tensor.op
         if op is None:
             raise ScheduleError(f"{tensor.name} is a placeholder; it has no loops")
         self.tensor = tensor
-        axes = list(op.axes) + list(op.reduce_axes)
+        self.body = op.body if body is None else body
+        reduce_axes = self.body.axes if isinstance(self.body, te.Reduce) else ()
         self.leaves: list[Loop] = []
         self.value: dict[te.Var, te.Expr] = {}
-        for ax in axes:
-            loop = Loop(ax.var.name, ax.extent, ax.kind)
+        for ax in list(op.axes) + list(reduce_axes):
+            loop = Loop(ax.var.name, (extents or {}).get(ax.var, ax.extent), ax.kind)
+            loop.bound = (bounds or {}).get(ax.var)
             self.leaves.append(loop)
             self.value[ax.var] = loop.var
         self.trace: list[object] = []
+        self.tensorized: tuple[tuple[Loop, ...], GemmBlock] | None = None
 
     # lookup -------------------------------------------------------------------------------
     def loop(self, name: str) -> Loop:
@@ -102,8 +147,13 @@ class StageSchedule:
             raise ScheduleError(f"split: {loop.name} already has a partial extent")
         outer = Loop(loop.name + "o", math.ceil(loop.extent / factor), loop.origin)
         inner = Loop(loop.name + "i", min(factor, loop.extent), loop.origin)
-        if loop.extent % factor and factor < loop.extent:
-            inner.tail = (outer.var, factor, loop.extent)
+        if factor < loop.extent and (loop.extent % factor or loop.bound is not None):
+            inner.tail = (outer.var, factor, loop.extent if loop.bound is None else loop.bound)
+        if loop.bound is not None:
+            if factor < loop.extent:  # outer iterations past the bound would be empty
+                outer.bound = (loop.bound + (factor - 1)) // factor
+            else:
+                inner.bound = loop.bound
         pos = self.leaves.index(loop)
         self.leaves[pos : pos + 1] = [outer, inner]
         self._rebind(loop.var, outer.var * factor + inner.var)
@@ -114,7 +164,7 @@ class StageSchedule:
         pos = self.leaves.index(outer)
         if pos + 1 >= len(self.leaves) or self.leaves[pos + 1] is not inner:
             raise ScheduleError(f"fuse: {inner.name} does not directly follow {outer.name}")
-        if outer.tail or inner.tail:
+        if outer.tail or inner.tail or outer.bound is not None or inner.bound is not None:
             raise ScheduleError("fuse: cannot fuse a loop with a partial extent")
         for lp in self.leaves:
             if lp.tail is not None and any(v in (outer.var, inner.var) for v in _vars_of(lp.tail[0])):
@@ -136,6 +186,13 @@ class StageSchedule:
             self.leaves[pos] = lp
         self.trace.append(Reorder(tuple(lp.name for lp in loops)))
 
+    def tile(self, x: Loop, y: Loop, fx: int, fy: int) -> tuple[Loop, Loop, Loop, Loop]:
+        """Split `x` by `fx` and `y` by `fy`, ordered xo, yo, xi, yi."""
+        xo, xi = self.split(x, fx)
+        yo, yi = self.split(y, fy)
+        self.reorder(xo, yo, xi, yi)
+        return xo, yo, xi, yi
+
     def annotate(self, loop: Loop, kind: str) -> None:
         if kind not in LOOP_KINDS:
             raise ScheduleError(f"unknown loop kind {kind}")
@@ -153,6 +210,57 @@ class StageSchedule:
     def unroll(self, loop: Loop) -> None:
         self.annotate(loop, "unroll")
 
+    def pragma(self, loop: Loop, kind: str) -> None:
+        """"prefetch": each iteration of `loop` first prefetches what the next one reads."""
+        if kind not in PRAGMAS:
+            raise ScheduleError(f"unknown pragma {kind}; known: {PRAGMAS}")
+        if loop not in self.leaves:
+            raise ScheduleError(f"pragma: {loop.name} is not a current loop")
+        loop.pragmas.append(kind)
+        self.trace.append(Pragma(loop.name, kind))
+
+    def tensorize(self, loops: Sequence[Loop], intrinsic: GemmBlock) -> None:
+        """Replace the innermost loops `loops` (two spatial, one reduce: the m, n, k of
+        `C[m, n] += A[m, k] * B[k, n]`) by a call of `intrinsic`'s micro-kernel. The access
+        strides are matched when the stage is lowered (they depend on buffer placement)."""
+        loops = tuple(loops)
+        body = self.body
+        if not (isinstance(body, te.Reduce) and body.combiner == "sum"):
+            raise ScheduleError("tensorize: the stage is not a sum reduction")
+        if self.tensor.dtype != "float32":
+            raise ScheduleError(f"tensorize: {intrinsic.routine} computes float32, the stage "
+                                f"is {self.tensor.dtype}")
+        if {id(lp) for lp in loops} != {id(lp) for lp in self.leaves[len(self.leaves) - len(loops):]}:
+            raise ScheduleError(f"tensorize: {[lp.name for lp in loops]} are not the innermost "
+                                f"loops of {[lp.name for lp in self.leaves]}")
+        origins = sorted(lp.origin for lp in loops)
+        if origins != ["reduce", "spatial", "spatial"]:
+            raise ScheduleError(f"tensorize: {intrinsic.routine} needs two spatial loops and one "
+                                f"reduce loop, got {origins}")
+        if any(lp.kind == "parallel" for lp in loops):
+            raise ScheduleError("tensorize: a tensorized loop cannot be parallel")
+        self.tensorized = (loops, intrinsic)
+        self.trace.append(Tensorize(tuple(lp.name for lp in loops), intrinsic))
+
+    # replay ---------------------------------------------------------------------------------
+    def replayed(self, extents: dict[te.Var, int], bounds: dict[te.Var, te.Expr]) -> StageSchedule:
+        """This schedule re-applied, by loop name, to spatial axes of other extents."""
+        new = StageSchedule(self.tensor, self.body, extents, bounds)
+        for p in self.trace:
+            if isinstance(p, Split):
+                new.split(new.loop(p.loop), p.factor)
+            elif isinstance(p, Fuse):
+                new.fuse(new.loop(p.outer), new.loop(p.inner))
+            elif isinstance(p, Reorder):
+                new.reorder(*[new.loop(n) for n in p.order])
+            elif isinstance(p, Annotate):
+                new.annotate(new.loop(p.loop), p.kind)
+            elif isinstance(p, Pragma):
+                new.pragma(new.loop(p.loop), p.kind)
+            elif isinstance(p, Tensorize):
+                new.tensorize([new.loop(n) for n in p.loops], p.intrinsic)
+        return new
+
     def check(self) -> None:
         """Loop-structure invariants the lowering relies on."""
         for pos, lp in enumerate(self.leaves):
@@ -165,6 +273,11 @@ class StageSchedule:
                         raise ScheduleError(
                             f"partial loop {lp.name} must stay inside loop {v.name}"
                         )
+        if self.tensorized is not None:
+            loops = self.tensorized[0]
+            inner = self.leaves[len(self.leaves) - len(loops):]
+            if {id(lp) for lp in loops} != {id(lp) for lp in inner}:
+                raise ScheduleError("tensorize: the tensorized loops are no longer innermost")
 
     def describe(self) -> str:
         return "; ".join(repr(p) for p in self.trace)
@@ -174,3 +287,213 @@ def _vars_of(e: te.Expr) -> list[te.Var]:
     if isinstance(e, te.Var):
         return [e]
     return [v for c in te.children(e) for v in _vars_of(c)]
+
+
+def producer_order(outputs: Sequence[te.Tensor],
+                   body_of: Callable[[te.Tensor], te.Expr]) -> list[te.Tensor]:
+    """Compute tensors the outputs depend on (reading through `body_of`), producers first."""
+    order: list[te.Tensor] = []
+    seen: set[int] = set()
+
+    def visit(t: te.Tensor) -> None:
+        if id(t) in seen or t.op is None:
+            return
+        seen.add(id(t))
+        for dep in te.tensors_read(body_of(t)):
+            visit(dep)
+        order.append(t)
+
+    for t in outputs:
+        visit(t)
+    return order
+
+
+def map_loads(e: te.Expr, f: Callable[[te.Load], te.Expr]) -> te.Expr:
+    """`e` with every load replaced by `f(load)` (the load's indices rewritten first)."""
+    if isinstance(e, te.Load):
+        return f(te.Load(e.tensor, [map_loads(i, f) for i in e.indices]))
+    if not te.children(e):
+        return e  # a variable, a constant, a loop-IR load
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, map_loads(e.a, f), map_loads(e.b, f))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, map_loads(e.a, f))
+    if isinstance(e, te.Select):
+        return te.select(map_loads(e.cond, f), map_loads(e.t, f), map_loads(e.f, f))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, map_loads(e.a, f))
+    if isinstance(e, te.Reduce):
+        return te.Reduce(e.combiner, map_loads(e.body, f), e.axes, map_loads(e.init, f))
+    raise ScheduleError(f"cannot rewrite a {type(e).__name__} expression")
+
+
+# Where a stage's nest goes: its own root nest, substituted into its readers, or inside a loop
+# (named) of the consumer stage.
+ROOT, INLINE = "root", "inline"
+
+
+@dataclass(frozen=True)
+class AttachAt:
+    consumer: te.Tensor
+    loop: str
+
+
+@dataclass(frozen=True)
+class StageStep:
+    """A multi-stage primitive as recorded in `Schedule.trace` (tensors by name)."""
+
+    primitive: str
+    stage: str
+    args: tuple[str, ...] = ()
+
+
+class Schedule:
+    """All stages of one kernel: `s[tensor]` is that stage's `StageSchedule`.
+
+    `make` builds a stage's schedule the first time it is asked for (the default: no
+    primitives); stages are the computes the outputs depend on, te-inline computes inlined.
+    """
+
+    def __init__(self, outputs: Sequence[te.Tensor],
+                 make: Callable[[te.Tensor], StageSchedule] | None = None) -> None:
+        self.outputs = list(outputs)
+        self._make = make or StageSchedule
+        self._stages: dict[int, StageSchedule] = {}
+        self._attach: dict[int, str | AttachAt] = {}
+        self.trace: list[StageStep] = []
+
+    def __getitem__(self, t: te.Tensor) -> StageSchedule:
+        if t.op is None:
+            raise ScheduleError(f"{t.name} is a placeholder; it has no loops")
+        s = self._stages.get(id(t))
+        if s is None:
+            s = self._stages[id(t)] = self._make(t)
+        return s
+
+    # the graph as the schedule sees it ------------------------------------------------------
+    def body_of(self, t: te.Tensor) -> te.Expr:
+        assert t.op is not None
+        s = self._stages.get(id(t))
+        return t.op.body if s is None else s.body
+
+    def attachment(self, t: te.Tensor) -> str | AttachAt:
+        assert t.op is not None
+        return self._attach.get(id(t), INLINE if t.op.inline else ROOT)
+
+    def stages(self) -> list[te.Tensor]:
+        return producer_order(self.outputs, self.body_of)
+
+    def consumers(self, t: te.Tensor) -> list[te.Tensor]:
+        """Non-inlined stages that read `t`, directly or through inlined stages."""
+        out: list[te.Tensor] = []
+        for s in self.stages():
+            if any(d is t for d in te.tensors_read(self.body_of(s))):
+                more = self.consumers(s) if self.attachment(s) == INLINE else [s]
+                out += [c for c in more if all(c is not x for x in out)]
+        return out
+
+    def _stage(self, t: te.Tensor, primitive: str) -> None:
+        if t.op is None or all(t is not s for s in self.stages()):
+            raise ScheduleError(f"{primitive}: {t.name} is not a compute stage of this schedule")
+
+    # primitives -------------------------------------------------------------------------------
+    def compute_inline(self, t: te.Tensor) -> None:
+        """Substitute `t` into the stages that read it; it gets no buffer."""
+        self._stage(t, "compute_inline")
+        if any(t is o for o in self.outputs):
+            raise ScheduleError(f"compute_inline: {t.name} is an output")
+        if isinstance(self.body_of(t), te.Reduce):
+            raise ScheduleError(f"compute_inline: {t.name} is a reduction")
+        self._attach[id(t)] = INLINE
+        self.trace.append(StageStep("compute_inline", t.name))
+
+    def compute_at(self, producer: te.Tensor, consumer: te.Tensor, loop: Loop) -> None:
+        """Emit `producer`'s nest inside `consumer`'s loop `loop`, computing only the region
+        that the consumer's body under that loop reads."""
+        self._stage(producer, "compute_at")
+        self._stage(consumer, "compute_at")
+        if any(producer is o for o in self.outputs):
+            raise ScheduleError(f"compute_at: {producer.name} is an output")
+        if loop not in self[consumer].leaves:
+            raise ScheduleError(f"compute_at: {loop.name} is not a loop of {consumer.name}")
+        readers = self.consumers(producer)
+        if len(readers) != 1 or readers[0] is not consumer:
+            raise ScheduleError(f"compute_at: {producer.name} is read by "
+                                f"{[r.name for r in readers]}, not only by {consumer.name}")
+        self._attach[id(producer)] = AttachAt(consumer, loop.name)
+        self.trace.append(StageStep("compute_at", producer.name, (consumer.name, loop.name)))
+
+    def cache_read(self, t: te.Tensor, readers: Sequence[te.Tensor]) -> te.Tensor:
+        """A stage copying `t`, which `readers` read instead of `t`; returns the copy."""
+        copy = te.compute(t.shape, lambda *i: t[i], name=f"{t.name}_local")
+        for r in readers:
+            self._stage(r, "cache_read")
+            if all(d is not t for d in te.tensors_read(self.body_of(r))):
+                raise ScheduleError(f"cache_read: {r.name} does not read {t.name}")
+            s = self[r]
+            s.body = map_loads(s.body, lambda ld: te.Load(copy, ld.indices)
+                               if ld.tensor is t else ld)
+        self.trace.append(StageStep("cache_read", t.name, tuple(r.name for r in readers)))
+        return copy
+
+    def cache_write(self, t: te.Tensor) -> te.Tensor:
+        """`t`'s computation moves to a new stage (returned); `t` becomes a copy of it. Call it
+        before other primitives on `t`, then schedule `s[t]` and `s[returned]`."""
+        self._stage(t, "cache_write")
+        assert t.op is not None
+        old = self._stages.get(id(t))
+        if old is not None and old.trace:
+            raise ScheduleError(f"cache_write: {t.name} already has primitives applied")
+        body, axes = self.body_of(t), t.op.axes
+        cache = te.compute(t.shape, lambda *i: te.substitute(
+            body, {ax.var: v for ax, v in zip(axes, i, strict=True)}), name=f"{t.name}_cache")
+        self._stages[id(t)] = StageSchedule(t, body=te.Load(cache, [ax.var for ax in axes]))
+        self.trace.append(StageStep("cache_write", t.name))
+        return cache
+
+    def rfactor(self, t: te.Tensor, loop: Loop, factor_axis: int | None = None) -> te.Tensor:
+        """Split the reduction `t` over its reduce loop `loop`: a new stage (returned) holds the
+        partial results with `loop` as a spatial axis (at `factor_axis`, default last), and `t`
+        becomes the reduction of those partials over it. Re-fetch `s[t]` afterwards."""
+        s = self[t]
+        body = s.body
+        assert t.op is not None
+        if not isinstance(body, te.Reduce):
+            raise ScheduleError(f"rfactor: {t.name} is not a reduction")
+        if loop not in s.leaves or loop.origin != "reduce":
+            raise ScheduleError(f"rfactor: {loop.name} is not a reduce loop of {t.name}")
+        axes = t.op.axes
+        pos = len(axes) if factor_axis is None else factor_axis
+        if not 0 <= pos <= len(axes):
+            raise ScheduleError(f"rfactor: factor_axis {factor_axis} out of range")
+        others = [lp for lp in s.leaves if lp.origin == "reduce" and lp is not loop]
+        new_axes = [te.reduce_axis(lp.extent, lp.name) for lp in others]
+        # a partial loop (non-divisible split) runs to its full extent in the new stage, so
+        # out-of-range reduction indices are masked with the combiner's identity
+        guard = any(lp.tail is not None or lp.bound is not None for lp in [loop, *others])
+
+        def partial(*idx: te.Var) -> te.Expr:
+            spatial = list(idx)
+            fvar = spatial.pop(pos)
+            loops: dict[te.Var, te.Expr] = {loop.var: fvar}
+            loops.update({lp.var: ax.var for lp, ax in zip(others, new_axes, strict=True)})
+            vmap: dict[te.Var, te.Expr] = {ax.var: v for ax, v in zip(axes, spatial, strict=True)}
+            conds = []
+            for rax in body.axes:
+                vmap[rax.var] = te.substitute(s.value[rax.var], loops)
+                conds.append(te.lt(vmap[rax.var], rax.extent))
+            x = te.substitute(body.body, vmap)
+            if guard:
+                x = te.select(te.all_of(conds), x, te.reduce_identity(body.combiner, x.dtype))
+            return te.reduce(body.combiner, x, new_axes) if new_axes else x
+
+        shape = list(t.shape)
+        shape.insert(pos, loop.extent)
+        rf = te.compute(shape, partial, name=f"{t.name}_rf")
+        r = te.reduce_axis(loop.extent, loop.name)
+        idx: list[te.Expr] = [ax.var for ax in axes]
+        idx.insert(pos, r.var)
+        final = te.Reduce(body.combiner, te.Load(rf, idx), [r], body.init)
+        self._stages[id(t)] = StageSchedule(t, body=final)
+        self.trace.append(StageStep("rfactor", t.name, (loop.name,)))
+        return rf

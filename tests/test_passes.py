@@ -239,8 +239,12 @@ def test_run_passes_pipeline(tmp_path):
     model = _conv_bn_model(tmp_path)
     model = check_pass(lambda m: run_passes(m, log=lines.append), model,
                        {"x": rand(1, 3, 4, 4)})
-    assert ops(model) == ["Conv", "Relu"]
+    # BatchNorm folded into the Conv, Identity removed, Relu fused as the Conv's epilogue
+    assert ops(model) == ["Fused_Conv_Relu"]
     assert [line.split(":")[0] for line in lines] == [name for name, _ in PIPELINE]
+    model = check_pass(lambda m: run_passes(m, disabled=["fuse_epilogue", "fuse_elementwise"]),
+                       _conv_bn_model(tmp_path), {"x": rand(1, 3, 4, 4)})
+    assert ops(model) == ["Conv", "Relu"]
 
 
 def test_run_passes_disable_and_unknown(tmp_path):

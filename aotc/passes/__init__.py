@@ -14,6 +14,8 @@ from aotc.errors import AotcError
 from aotc.passes.eliminate_dead_nodes import eliminate_dead_nodes
 from aotc.passes.fold_batchnorm import fold_batchnorm
 from aotc.passes.fold_constants import fold_constants
+from aotc.passes.fuse_elementwise import fuse_elementwise
+from aotc.passes.fuse_epilogue import fuse_epilogue
 from aotc.passes.remove_identity import remove_identity
 
 Pass = Callable[[ir.Model], ir.Model]
@@ -23,6 +25,9 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("remove_identity", remove_identity),
     ("fold_batchnorm", fold_batchnorm),
     ("eliminate_dead_nodes", eliminate_dead_nodes),
+    # fusion: regions become `ai.aotc` nodes whose bodies are model-local functions
+    ("fuse_epilogue", fuse_epilogue),
+    ("fuse_elementwise", fuse_elementwise),
 ]
 
 

@@ -10,10 +10,13 @@ import numpy as np
 from lowering import te
 from lowering.search.default_space import DefaultSpace
 from lowering.search.space import ScheduleSpace
+from lowering.templates.depthwise import DepthwiseTemplate
+from lowering.templates.gemm import GemmTemplate
+from lowering.templates.rows import RowTemplate
 
 # Template spaces, most specific first; each has `match(inputs, outputs, consts, target)`
 # returning a space or None.
-TEMPLATES: list = []
+TEMPLATES: list = [GemmTemplate, DepthwiseTemplate, RowTemplate]
 
 
 def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],

@@ -60,6 +60,19 @@ class ScheduleSpace(ABC):
     def cost(self, config: Config) -> float:
         """Estimated run time in seconds on one core (the cost model)."""
 
+    def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
+        """Estimated run time on the bundle's threads: the one-core time (`one_core`, e.g.
+        measured; else the cost model) times the modelled speedup of the kernel's parallel
+        loops. Tuning compares candidates by this, so that a schedule is not chosen for a serial
+        gain that costs its parallelism."""
+        from lowering.search.cost_model import stage_seconds, threaded_seconds
+
+        kernel = self.build(config).kernel
+        stages = stage_seconds(kernel, getattr(self.target, "vector_bits", 128))
+        serial = sum(stages)
+        ratio = threaded_seconds(kernel, stages) / serial if serial > 0 else 1.0
+        return (self.cost(config) if one_core is None else one_core) * ratio
+
     def flops(self) -> float:
         """Arithmetic work of the computation (for splitting a tuning budget)."""
         return float(sum(int(np.prod(t.shape)) for t in self.outputs))

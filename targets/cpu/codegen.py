@@ -12,7 +12,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from lowering import te
-from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
+from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Prefetch, Seq, Stmt, Store
 from targets.cpu import microkernels
 from targets.cpu.target import CpuTarget, target_machine
 
@@ -180,11 +180,13 @@ class _FunctionEmitter:
         elif isinstance(s, For):
             start = self.expr(s.start)
             extent = self.expr(s.extent)
-            self.loop(s.var, start, extent, s.kind, s.body)
+            self.loop(s.var, start, extent, s.kind, s.body, s.interleave)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, Call):
             self.call(s)
+        elif isinstance(s, Prefetch):
+            self.prefetch(s)
         else:
             raise TypeError(f"unknown statement {s!r}")
 
@@ -200,7 +202,17 @@ class _FunctionEmitter:
                 args.append(f"i64 {self.expr(a)}")
         self.line(f"call void @{s.func}(" + ", ".join(args) + ")")
 
-    def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt) -> None:
+    def prefetch(self, s: Prefetch) -> None:
+        # no `inbounds`: the next iteration's address may lie past the buffer
+        idx = self.expr(s.index)
+        p = self.tmp()
+        self.line(f"{p} = getelementptr {MEMTYPE[s.buf.dtype]}, ptr {self.ptr[id(s.buf)]}, "
+                  f"i64 {idx}")
+        self.mod.declares.add("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
+        self.line(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)")  # read, keep, data
+
+    def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt,
+             interleave: int = 0) -> None:
         head, body_l, latch, exit_l = (self.label(x) for x in ("L", "B", "C", "X"))
         pre = self.block
         self.line(f"br label %{head}")
@@ -220,13 +232,16 @@ class _FunctionEmitter:
         self.line(f"br label %{latch}")
         self.start_block(latch)
         self.line(f"{nxt} = add nuw nsw i64 {iv}, 1")
-        md = self._loop_md(kind)
+        md = self._loop_md(kind, interleave)
         self.line(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
         self.start_block(exit_l)
 
-    def _loop_md(self, kind: str) -> str:
+    def _loop_md(self, kind: str, interleave: int = 0) -> str:
         if kind == "vectorize":
             hint = self.mod.md('!"llvm.loop.vectorize.enable", i1 true')
+            if interleave:
+                count = self.mod.md(f'!"llvm.loop.interleave.count", i32 {interleave}')
+                hint = f"{hint}, {count}"
         elif kind == "unroll":
             hint = self.mod.md('!"llvm.loop.unroll.enable"')
         else:

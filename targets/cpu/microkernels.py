@@ -57,19 +57,19 @@ class GemmBlock:
 def gemm_blocks(target: CpuTarget, limit: int = 6) -> list[GemmBlock]:
     """Register blocks that fit the target's vector registers, best arithmetic intensity first.
 
-    The accumulators take MR*NV registers and one B row NV more; x86 without AVX-512 needs one
-    more for the broadcast A element (AVX-512 and NEON fold it into the FMA / a lane operand).
+    The accumulators take MR*NV registers, one B row NV more, and the broadcast A element one
+    (LLVM broadcasts it once into a register for the NV FMAs that use it; NEON loads A into a
+    register as well).
     """
     lanes = target.vector_lanes_f32
     regs = target.vector_registers
-    spare = 1 if (target.is_x86 and target.vector_bits < 512) else 0
+    spare = 1
     out = []
-    for nv in range(1, 7):
-        for mr in range(1, 17):
-            if mr * nv + nv + spare <= regs:
-                out.append(GemmBlock(mr, nv, lanes))
-    # prefer intensity, then wider tiles (fewer edge tiles along N are wasted when N is large)
-    out.sort(key=lambda b: (-round(b.intensity, 3), -b.nr, -b.mr))
+    for nv in range(1, 7):  # per width, the tallest block that fits
+        mr = min(16, (regs - nv - spare) // nv)
+        if mr >= 1:
+            out.append(GemmBlock(mr, nv, lanes))
+    out.sort(key=lambda b: (-round(b.intensity, 3), -b.nr))
     return out[:limit]
 
 

@@ -1,0 +1,186 @@
+"""Full-size benchmark models, random weights, exported from torch (TorchScript exporter, opset 17):
+
+- `resnet50.onnx`: ResNet-50 v1.5 (stride in the 3x3 conv), input [1, 3, 224, 224] (~100 MB).
+- `mobilenetv2.onnx`: MobileNetV2 width 1.0, input [1, 3, 224, 224] (~14 MB).
+- `bert_encoder.onnx`: a BERT-base-sized encoder: 12 post-LN layers, hidden 768, 12 heads,
+  FFN 3072 with erf GELU, input embeddings [1, 128, 768] (~340 MB).
+
+They are written into `benchmarks/models/` (git-ignored; too large to commit).
+
+    python benchmarks/make_big_models.py [--out benchmarks/models] [--only resnet50 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+OUT_DIR = Path(__file__).resolve().parent / "models"
+OPSET = 17
+
+
+def conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
+            act: type[nn.Module] | None = nn.ReLU) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+                               nn.BatchNorm2d(cout)]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+# ---- ResNet-50 --------------------------------------------------------------------------------
+class Bottleneck(nn.Module):
+    def __init__(self, cin: int, width: int, stride: int) -> None:
+        super().__init__()
+        cout = 4 * width
+        self.body = nn.Sequential(conv_bn(cin, width, 1), conv_bn(width, width, 3, stride),
+                                  conv_bn(width, cout, 1, act=None))
+        self.short = (conv_bn(cin, cout, 1, stride, act=None)
+                      if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.short(x))
+
+
+RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
+
+
+class ResNet50(nn.Module):
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for width, blocks, stride in RESNET50_STAGES:
+            for b in range(blocks):
+                layers.append(Bottleneck(cin, width, stride if b == 0 else 1))
+                cin = 4 * width
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+# ---- MobileNetV2 ------------------------------------------------------------------------------
+class InvertedResidual(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.ReLU6)]
+        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
+                   conv_bn(hidden, cout, 1, act=None)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+# (expansion, channels, blocks, stride of the first block)
+MOBILENETV2_BLOCKS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                      (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+class MobileNetV2(nn.Module):
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn(3, 32, 3, 2, act=nn.ReLU6)]
+        cin = 32
+        for t, c, n, s in MOBILENETV2_BLOCKS:
+            for b in range(n):
+                layers.append(InvertedResidual(cin, c, s if b == 0 else 1, t))
+                cin = c
+        layers.append(conv_bn(cin, 1280, 1, act=nn.ReLU6))
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(1280, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+# ---- BERT-base-sized encoder ------------------------------------------------------------------
+class EncoderLayer(nn.Module):
+    def __init__(self, d: int, heads: int, ff: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ff = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        h = self.heads
+
+        def split(t: torch.Tensor) -> torch.Tensor:
+            return t.reshape(b, s, h, d // h).transpose(1, 2)
+
+        q, k, v = split(self.q(x)), split(self.k(x)), split(self.v(x))
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)
+        x = self.ln1(x + self.o((att @ v).transpose(1, 2).reshape(b, s, d)))
+        return self.ln2(x + self.ff(x))
+
+
+class BertEncoder(nn.Module):
+    def __init__(self, layers: int = 12, d: int = 768, heads: int = 12, ff: int = 3072) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*(EncoderLayer(d, heads, ff) for _ in range(layers)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+BIG_MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "resnet50": (ResNet50, (1, 3, 224, 224)),
+    "mobilenetv2": (MobileNetV2, (1, 3, 224, 224)),
+    "bert_encoder": (BertEncoder, (1, 128, 768)),
+}
+
+
+def build(name: str) -> tuple[nn.Module, torch.Tensor]:
+    """The model in eval mode with seeded random weights (and BN statistics), and an input."""
+    make, shape = BIG_MODELS[name]
+    torch.manual_seed(0)
+    model = make()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):  # non-trivial statistics that keep activations O(1)
+            m.running_mean.normal_(0.0, 0.1)
+            m.running_var.uniform_(0.5, 1.5)
+    return model.eval(), torch.randn(*shape)
+
+
+def export(name: str, out_dir: Path = OUT_DIR) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.onnx"
+    model, x = build(name)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # legacy-exporter deprecation notice
+        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=OPSET,
+                          input_names=["input"], output_names=["output"])
+    return path
+
+
+def big_model_paths(out_dir: Path = OUT_DIR) -> dict[str, Path]:
+    return {name: out_dir / f"{name}.onnx" for name in BIG_MODELS}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT_DIR)
+    ap.add_argument("--only", nargs="+", choices=list(BIG_MODELS), default=list(BIG_MODELS))
+    args = ap.parse_args()
+    for name in args.only:
+        path = export(name, args.out)
+        print(f"{path}  {path.stat().st_size / 2**20:.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""What bench_ops and bench_models share: engines as zero-argument callables, timed interleaved.
+
+An engine is set up once (inputs and outputs bound, nothing allocated per call) and each call runs
+one inference. `interleave` gives every engine the same conditions: after a warm-up the engines
+take turns in blocks of `block` runs, so slow drifts of the shared machine (other processes,
+frequency) land on all of them alike; before each turn it waits until the previous engine's
+worker threads have stopped spinning (`quiesce`; spin_study.py and RESULTS.md say why: a worker
+that spins after a run holds a core that the next engine needs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from aotc.package.loaded import LoadedBundle, _pointer_array
+
+Engine = Callable[[], object]
+
+def quiesce(step: float = 0.005, idle: float = 0.0005, limit: float = 1.0) -> None:
+    """Sleeps until this process's other threads stop burning CPU: until a `step`-second sleep
+    adds less than `idle` seconds to the process CPU time (all threads), at most `limit` seconds.
+    onnxruntime's workers spin ~30 ms of CPU after each run, OpenBLAS's longer, aotc's 0.2 ms
+    (spin_study.py); a fixed pause that covers them on an idle machine does not on a loaded one,
+    where a spinning thread gets only part of a core and so spins for longer."""
+    end = time.perf_counter() + limit
+    while time.perf_counter() < end:
+        c0 = time.process_time()
+        time.sleep(step)
+        if time.process_time() - c0 < idle:
+            return
+
+
+def fixed_pause(seconds: float) -> Callable[[], None]:
+    return lambda: time.sleep(seconds)
+
+
+def no_pause() -> None:
+    pass
+
+
+def settle_by_name(name: str) -> Callable[[], None]:
+    """'quiesce', 'none', or a pause in seconds ('0.02')."""
+    if name == "quiesce":
+        return quiesce
+    if name == "none":
+        return no_pause
+    return fixed_pause(float(name))
+
+
+def interleave(engines: dict[str, Engine], runs: int, block: int = 5, warmup: int = 3,
+               settle: Callable[[], None] = quiesce,
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds per call of each engine: `warmup` untimed calls each, then turns of `block` calls
+    until every engine has `runs` timings, `settle()` before each turn. `clock` is wall time, or
+    `time.thread_time` (see CLOCKS)."""
+    for fn in engines.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    block = max(1, min(block, runs))
+    for _ in range(math.ceil(runs / block)):
+        for name, fn in engines.items():
+            settle()
+            samples = times[name]
+            for _ in range(block):
+                t0 = clock()
+                fn()
+                samples.append(clock() - t0)
+    return times
+
+
+def load_average() -> str:
+    """The 1-minute load average: how busy the shared machine was around a measurement."""
+    return f"{os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "n/a"
+
+
+# "thread": the calling thread's CPU time, which leaves out the time other processes hold its
+# core; only meaningful when the engines run on the calling thread alone (1 thread: aotc, and
+# onnxruntime with intra_op_num_threads=1, run inline), so the scripts allow it at 1 thread only.
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread": time.thread_time}
+
+
+def median(samples: Sequence[float]) -> float:
+    return statistics.median(samples)
+
+
+def geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def ort_session(model: Path | onnx.ModelProto, threads: int,
+                spinning: bool = True) -> ort.InferenceSession:
+    """onnxruntime with all graph optimisations, `threads` intra-op threads, one inter-op."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    source = str(model) if isinstance(model, Path) else model.SerializeToString()
+    return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
+
+
+def ort_engine(sess: ort.InferenceSession, inputs: Sequence[np.ndarray]
+               ) -> tuple[Engine, list[np.ndarray]]:
+    """A call of `sess` through an IO binding with preallocated outputs (the least per-call
+    overhead the Python API offers); returns the engine and its output arrays."""
+    names = [meta.name for meta in sess.get_inputs()]
+    binding = sess.io_binding()
+    for name, x in zip(names, inputs, strict=True):
+        binding.bind_cpu_input(name, x)
+    outs = []
+    # one plain run gives the output shapes and dtypes, whatever the graph declares
+    first = sess.run(None, dict(zip(names, inputs, strict=True)))
+    for meta, ref in zip(sess.get_outputs(), first, strict=True):
+        out = np.empty_like(np.asarray(ref))
+        binding.bind_output(meta.name, "cpu", 0, out.dtype, list(out.shape), out.ctypes.data)
+        outs.append(out)
+    run = sess.run_with_iobinding
+    return (lambda: run(binding)), outs
+
+
+def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray]
+                ) -> tuple[Engine, list[np.ndarray]]:
+    """A call of the bundle's NAME_run_context (create() the context first); returns the engine
+    and its output arrays. Raises if a call fails."""
+    ins, outs = bundle._prepare(list(inputs))
+    pin, pout = _pointer_array(ins), _pointer_array(outs)
+    run, ctx = bundle._run_context, bundle._ctx
+    keep = (ins, pin, pout)  # the pointer arrays point into these
+
+    def call() -> None:
+        if run(ctx, pin, pout) != 0:
+            raise RuntimeError(f"{bundle.name}_run_context failed ({len(keep)} buffers)")
+
+    return call, outs
+
+
+def set_blas_threads(threads: int) -> bool:
+    """Sets numpy's OpenBLAS thread count if numpy bundles OpenBLAS; False if it cannot."""
+    libs = Path(np.__file__).parent.parent / "numpy.libs"
+    for lib in sorted(libs.glob("*openblas*.so*")) if libs.is_dir() else []:
+        dll = ctypes.CDLL(str(lib))
+        for sym in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_",
+                    "openblas_set_num_threads"):
+            if hasattr(dll, sym):
+                getattr(dll, sym)(ctypes.c_int(threads))
+                return True
+    return False

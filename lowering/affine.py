@@ -1,0 +1,123 @@
+"""Integer index expressions as affine forms: `c0 + sum(coef * atom)`.
+
+Atoms are loop variables and the quotients/remainders `x // c`, `x % c` by constants. The one
+rewrite that matters: `c * (x // c) + x % c == x`, which undoes the split of a flattened index
+into the axes of a tensor (im2col panels, fused loops), so that an access through a flattened
+index is recognised as contiguous and costs one add instead of a division per element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from lowering import te
+
+
+@dataclass
+class Affine:
+    const: int = 0
+    terms: dict[str, tuple[te.Expr, int]] = field(default_factory=dict)  # key -> (atom, coef)
+
+    def add(self, other: Affine, scale: int = 1) -> None:
+        self.const += other.const * scale
+        for k, (atom, c) in other.terms.items():
+            prev = self.terms.get(k, (atom, 0))[1]
+            if prev + c * scale:
+                self.terms[k] = (atom, prev + c * scale)
+            else:
+                self.terms.pop(k, None)
+
+    def coefficient(self, v: te.Var) -> int:
+        """Coefficient of variable `v` (0 if absent). Atoms that merely contain `v` (a
+        quotient of it) make the form non-affine in `v`: see `depends_only_linearly`."""
+        return self.terms.get(_key(v), (v, 0))[1]
+
+    def depends_only_linearly(self, v: te.Var) -> bool:
+        return all(atom is v or not _mentions(atom, v) for atom, _ in self.terms.values())
+
+    def to_expr(self) -> te.Expr:
+        out: te.Expr = te.Const(self.const, "int64")
+        for atom, c in self.terms.values():
+            out = out + (atom if c == 1 else atom * c)
+        return out
+
+
+def _key(e: te.Expr) -> str:
+    return f"{type(e).__name__}:{id(e)}" if isinstance(e, te.Var) else repr(e)
+
+
+def _mentions(e: te.Expr, v: te.Var) -> bool:
+    if e is v:
+        return True
+    return any(_mentions(c, v) for c in te.children(e))
+
+
+def as_affine(e: te.Expr) -> Affine | None:
+    """The affine form of an int64 index expression, or None when it is not affine."""
+    if isinstance(e, te.Const):
+        return Affine(int(e.value))
+    if isinstance(e, te.Var):
+        return Affine(0, {_key(e): (e, 1)})
+    if not isinstance(e, te.Binary):
+        return None
+    if e.op in ("add", "sub"):
+        a, b = as_affine(e.a), as_affine(e.b)
+        if a is None or b is None:
+            return None
+        a.add(b, 1 if e.op == "add" else -1)
+        return a
+    if e.op == "mul":
+        a, b = as_affine(e.a), as_affine(e.b)
+        if a is None or b is None:
+            return None
+        if not b.terms:
+            a, b = b, a
+        if a.terms:
+            return None  # product of two variables
+        out = Affine()
+        out.add(b, a.const)
+        return out
+    if e.op in ("floordiv", "mod") and isinstance(e.b, te.Const) and int(e.b.value) > 0:
+        inner = as_affine(e.a)
+        if inner is None:
+            return None
+        c = int(e.b.value)
+        if not inner.terms:
+            return Affine(inner.const // c if e.op == "floordiv" else inner.const % c)
+        atom = te.binary(e.op, inner.to_expr(), e.b)
+        return Affine(0, {_key(atom): (atom, 1)})
+    return None
+
+
+def _fold_divmod(f: Affine) -> Affine:
+    """Replace `c*k*(x // c) + k*(x % c)` by `k*x` wherever both appear."""
+    changed = True
+    while changed:
+        changed = False
+        for key, (atom, coef) in list(f.terms.items()):
+            if not (isinstance(atom, te.Binary) and atom.op == "mod"):
+                continue
+            c = int(atom.b.value)  # type: ignore[attr-defined]
+            qkey = _key(te.binary("floordiv", atom.a, atom.b))
+            q = f.terms.get(qkey)
+            if q is None or q[1] != coef * c:
+                continue
+            inner = as_affine(atom.a)
+            assert inner is not None
+            del f.terms[key]
+            del f.terms[qkey]
+            f.add(inner, coef)
+            changed = True
+            break
+    return f
+
+
+def normalize(e: te.Expr) -> Affine | None:
+    f = as_affine(e)
+    return None if f is None else _fold_divmod(f)
+
+
+def simplify_index(e: te.Expr) -> te.Expr:
+    """`e` rebuilt from its folded affine form; unchanged when it is not affine."""
+    f = normalize(e)
+    return e if f is None else f.to_expr()

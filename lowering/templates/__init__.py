@@ -1,0 +1,1 @@
+"""Template schedule spaces: kernels for computations of a recognised structure."""

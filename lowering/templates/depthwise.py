@@ -1,0 +1,401 @@
+"""Depthwise 2-D convolution template: a window sum with no channel reduction, NCHW.
+
+Matched from the tensor expressions: one sum reduction over exactly two window axes whose body
+is `src[n, chan(k), oh*s0 + r0*d0 + c0, ow*s1 + r1*d1 + c1] * w[k, ..., r0, r1]` with `src`
+the input itself or a zero-padded copy of it (a `select` on conditions of the padded positions
+only), plus at most one element-wise epilogue stage reading the sum at its own index. Strides,
+dilations, pads and channel multipliers all follow from those index expressions.
+
+The kernel reads the unpadded input directly. Output rows and columns are cut into runs that
+see the same set of in-bounds taps (computed from the padding condition, per axis): the
+interior run has every tap and is vectorised over `ow` with all kh x kw taps unrolled and no
+conditions; the border runs (a few rows/columns) drop their out-of-bounds taps at compile
+time. Taps are summed in the reduction's own order (init, then r0, r1), so results equal the
+default schedule's. Knob: output rows computed per interior iteration (they share input rows).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lowering import te
+from lowering.affine import as_affine
+from lowering.default_schedule import PARALLEL_MIN_WORK
+from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
+from lowering.lower import flat_index, stages_of
+from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
+from lowering.templates.rows import expand_inline, mentions
+
+I64 = "int64"
+# More runs than this along an axis (strided fills, odd padding conditions): not this template.
+MAX_RUNS = 8
+
+
+def _c(v: int) -> te.Const:
+    return te.Const(v, I64)
+
+
+def eval_int(e: te.Expr, env: dict[te.Var, int]) -> int | bool:
+    """Value of an integer/boolean index expression at concrete variable values."""
+    if isinstance(e, te.Var):
+        return env[e]
+    if isinstance(e, te.Const):
+        return e.value  # type: ignore[return-value]
+    if isinstance(e, te.Binary):
+        a, b = eval_int(e.a, env), eval_int(e.b, env)
+        ops = {
+            "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+            "floordiv": lambda: a // b, "mod": lambda: a % b, "min": lambda: min(a, b),
+            "max": lambda: max(a, b), "lt": lambda: a < b, "le": lambda: a <= b,
+            "gt": lambda: a > b, "ge": lambda: a >= b, "eq": lambda: a == b,
+            "ne": lambda: a != b, "and": lambda: bool(a) and bool(b),
+            "or": lambda: bool(a) or bool(b), "xor": lambda: bool(a) != bool(b),
+        }
+        if e.op not in ops:
+            raise ValueError(e.op)
+        return ops[e.op]()
+    if isinstance(e, te.Unary) and e.op == "not":
+        return not eval_int(e.a, env)
+    if isinstance(e, te.Select):
+        return eval_int(e.t if eval_int(e.cond, env) else e.f, env)
+    raise ValueError(type(e).__name__)
+
+
+def _conjuncts(e: te.Expr) -> list[te.Expr]:
+    if isinstance(e, te.Binary) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+@dataclass
+class Axis:
+    """One spatial axis: output o, tap r read source position o*stride + r*dilation + offset;
+    `valid[p]` says whether source position p is an input element (else padding, zero);
+    input element = p - shift."""
+
+    out: int
+    taps: int
+    stride: int
+    dilation: int
+    offset: int
+    valid: list[bool]
+    shift: int
+
+    def tap_ok(self, o: int, r: int) -> bool:
+        p = o * self.stride + r * self.dilation + self.offset
+        return 0 <= p < len(self.valid) and self.valid[p]
+
+    def runs(self) -> list[tuple[int, int, tuple[int, ...]]]:
+        """(first, end, in-bounds taps) over maximal runs of outputs with the same taps."""
+        out: list[tuple[int, int, tuple[int, ...]]] = []
+        for o in range(self.out):
+            taps = tuple(r for r in range(self.taps) if self.tap_ok(o, r))
+            if out and out[-1][2] == taps:
+                out[-1] = (out[-1][0], o + 1, taps)
+            else:
+                out.append((o, o + 1, taps))
+        return out
+
+
+@dataclass
+class DepthwisePattern:
+    conv: te.Tensor
+    epilogue: te.Tensor | None
+    x: te.Tensor  # the unpadded input
+    chan: te.Expr  # input channel of output channel k (an expression of the k variable)
+    weight: te.Load
+    init: te.Expr
+    n: te.Var
+    k: te.Var
+    oh: te.Var
+    ow: te.Var
+    r: tuple[te.Var, te.Var]  # the window variables along H and W
+    h: Axis
+    w: Axis
+
+
+def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
+    if len(outputs) != 1 or outputs[0].dtype not in te.FLOAT_DTYPES:
+        return None
+    stages = stages_of(outputs)
+    reductions = [t for t in stages if t.op.reduce_axes]  # type: ignore[union-attr]
+    if len(reductions) != 1:
+        return None
+    p = reductions[0]
+    op = p.op
+    assert op is not None
+    red = op.body
+    assert isinstance(red, te.Reduce)
+    if red.combiner != "sum" or op.inline or len(p.shape) != 4 or len(red.axes) != 2:
+        return None
+    body = expand_inline(red.body)
+    if not (isinstance(body, te.Binary) and body.op == "mul"
+            and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
+        return None
+    n, k, oh, ow = (ax.var for ax in op.axes)
+    src, wl = body.a, body.b
+    if any(mentions(i, oh) or mentions(i, ow) for i in wl.indices):
+        src, wl = wl, src
+    if any(mentions(i, v) for i in wl.indices for v in (n, oh, ow)):
+        return None
+    if len(src.indices) != 4 or src.indices[0] is not n:
+        return None
+    chan = src.indices[1]
+    if any(mentions(chan, v) for v in (n, oh, ow, red.axes[0].var, red.axes[1].var)):
+        return None
+    rvars = [ax.var for ax in red.axes]
+    ext = {ax.var: ax.extent for ax in red.axes}
+    axes = []
+    used: list[te.Var] = []
+    for idx, o, size in ((src.indices[2], oh, p.shape[2]), (src.indices[3], ow, p.shape[3])):
+        f = as_affine(idx)
+        if f is None or f.coefficient(o) <= 0:
+            return None
+        rs = [r for r in rvars if f.coefficient(r) != 0]
+        if len(rs) > 1 or not f.depends_only_linearly(o):
+            return None
+        r = rs[0] if rs else next((v for v in rvars if ext[v] == 1 and v not in used), None)
+        if r is None or r in used or len(f.terms) != (2 if rs else 1):
+            return None
+        used.append(r)
+        axes.append((size, r, f.coefficient(o), f.coefficient(r) or 1, f.const))
+    source = _source(src.tensor)
+    if source is None:
+        return None
+    x, valid_h, valid_w, shift_h, shift_w = source
+    epilogue = _epilogue(stages, p, outputs[0])
+    if epilogue is False:
+        return None
+    others = [t for t in stages if t is not p and t is not epilogue and t is not src.tensor]
+    if others or (src.tensor.op is not None and any(src.tensor is o for o in outputs)):
+        return None
+    h = Axis(axes[0][0], ext[axes[0][1]], axes[0][2], axes[0][3], axes[0][4], valid_h, shift_h)
+    w = Axis(axes[1][0], ext[axes[1][1]], axes[1][2], axes[1][3], axes[1][4], valid_w, shift_w)
+    for a in (h, w):
+        if len(a.runs()) > MAX_RUNS:
+            return None
+    return DepthwisePattern(p, epilogue or None, x, chan, wl, red.init, n, k, oh, ow,
+                            (axes[0][1], axes[1][1]), h, w)
+
+
+def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] | None:
+    """The input a window source reads and, per spatial axis, which source positions hold an
+    input element (the rest are zero padding) and the shift from source to input position."""
+    if t.op is None:
+        return t, [True] * t.shape[2], [True] * t.shape[3], 0, 0
+    if t.op.reduce_axes or len(t.shape) != 4:
+        return None
+    pn, pc, ph, pw = (ax.var for ax in t.op.axes)
+    body = expand_inline(t.op.body)
+    conds: list[te.Expr] = []
+    if isinstance(body, te.Select):
+        if not (isinstance(body.f, te.Const) and body.f.value == 0):
+            return None
+        conds = _conjuncts(body.cond)
+        body = body.t
+    if not (isinstance(body, te.Load) and body.tensor.op is None and len(body.indices) == 4):
+        return None
+    x = body.tensor
+    if body.indices[0] is not pn or body.indices[1] is not pc or x.shape[:2] != t.shape[:2]:
+        return None
+    valid: list[list[bool]] = []
+    shifts = []
+    for d, (var, idx) in enumerate(((ph, body.indices[2]), (pw, body.indices[3]))):
+        f = as_affine(idx)
+        if f is None or f.coefficient(var) != 1 or len(f.terms) != 1:
+            return None
+        mine = [c for c in conds if mentions(c, var)]
+        if any(mentions(c, v) for c in mine for v in (pn, pc, ph if d else pw)):
+            return None
+        try:
+            ok = [all(bool(eval_int(c, {var: q})) for c in mine) for q in range(t.shape[2 + d])]
+        except (ValueError, KeyError):
+            return None
+        if any(o and not 0 <= q + f.const < x.shape[2 + d] for q, o in enumerate(ok)):
+            return None
+        valid.append(ok)
+        shifts.append(-f.const)
+    if any(not any(mentions(c, v) for v in (ph, pw)) for c in conds):
+        return None
+    return x, valid[0], valid[1], shifts[0], shifts[1]
+
+
+def _epilogue(stages: list[te.Tensor], p: te.Tensor, out: te.Tensor) -> te.Tensor | None | bool:
+    """The output stage applied to the sum element-wise (None: the sum is the output; False:
+    something else reads the sum)."""
+    if out is p:
+        return None
+    if out.shape != p.shape or out.op is None or out.op.reduce_axes:
+        return False
+    readers = [t for t in stages if t is not p and any(
+        d is p for d in te.tensors_read(t.op.body))]  # type: ignore[union-attr]
+    if readers != [out]:
+        return False
+    axes = [ax.var for ax in out.op.axes]
+    body = expand_inline(out.op.body)
+    stack = [body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, te.Load) and e.tensor is p and any(
+                i is not v for i, v in zip(e.indices, axes, strict=True)):
+            return False
+        if isinstance(e, te.Load) and e.tensor.op is not None and e.tensor is not p:
+            return False
+        stack.extend(te.children(e))
+    return out
+
+
+class DepthwiseTemplate:
+    """Entry in `lowering.search.select.TEMPLATES`."""
+
+    @staticmethod
+    def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+              consts: Sequence[np.ndarray | None], target: object) -> DepthwiseSpace | None:
+        pat = analyze(outputs)
+        if pat is None or not any(pat.x is t for t in inputs):
+            return None
+        return DepthwiseSpace(inputs, outputs, consts, target, pat)
+
+
+class DepthwiseSpace(ScheduleSpace):
+    kind = "depthwise"
+
+    def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+                 consts: Sequence[np.ndarray | None], target: object,
+                 pat: DepthwisePattern) -> None:
+        super().__init__(inputs, outputs, consts, target)
+        self.pat = pat
+        self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
+
+    def build(self, config: Config, name: str = "k") -> BuiltKernel:
+        return BuiltKernel(_Builder(self, int(config["rows"]), name).kernel())  # type: ignore[call-overload]
+
+    def cost(self, config: Config) -> float:
+        """Vector loads dominate: kh*kw per output vector, shared between rows of a block."""
+        pat = self.pat
+        lanes = getattr(self.target, "vector_lanes_f32", 4)
+        rows = int(config["rows"])  # type: ignore[call-overload]
+        taps_h = pat.h.taps
+        loads_per_row = (taps_h + (rows - 1) * min(taps_h, pat.h.stride)) * pat.w.taps / rows
+        vectors = math.prod(pat.conv.shape) / lanes
+        return vectors * max(loads_per_row / 2, taps_h * pat.w.taps / 2) / 2.5e9
+
+
+class _Builder:
+    def __init__(self, space: DepthwiseSpace, rows: int, name: str) -> None:
+        self.pat = space.pat
+        self.rows = rows
+        self.name = name
+        self.buffers: list[Buffer] = []
+        self.buf: dict[int, Buffer] = {}
+        for t in space.inputs:
+            self._add(t, "input")
+        for t in space.outputs:
+            self._add(t, "output")
+
+    def _add(self, t: te.Tensor, role: str) -> None:
+        b = Buffer(f"{role[0]}{len(self.buffers)}", t.dtype, t.shape, role)
+        self.buf[id(t)] = b
+        self.buffers.append(b)
+
+    def kernel(self) -> Kernel:
+        pat = self.pat
+        nb, kb = pat.conv.shape[:2]
+        plane = te.Var("plane")
+        self.env: dict[te.Var, te.Expr] = {pat.n: plane // kb, pat.k: plane % kb}
+        h_runs = pat.h.runs()
+        w_runs = pat.w.runs()
+        body = Seq([self._h_run(a, b, taps, w_runs) for a, b, taps in h_runs])
+        work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
+        kind = "parallel" if nb * kb >= 2 and work >= PARALLEL_MIN_WORK else "serial"
+        return Kernel(self.name, self.buffers, [For(plane, _c(nb * kb), kind, body)])
+
+    def _h_run(self, first: int, end: int, taps: tuple[int, ...],
+               w_runs: list[tuple[int, int, tuple[int, ...]]]) -> Stmt:
+        oh = te.Var("oh")
+        count = end - first
+        block = self.rows if len(taps) == self.pat.h.taps else 1
+        if block <= 1 or count < block:
+            return For(oh, _c(end), "serial", self._row_block([oh], taps, w_runs), start=_c(first))
+        ob = te.Var("ohb")
+        blocks, rest = divmod(count, block)
+        ohs = [_c(first) + ob * block + i for i in range(block)]
+        out: list[Stmt] = [For(ob, _c(blocks), "serial", self._row_block(ohs, taps, w_runs))]
+        if rest:
+            out.append(For(oh, _c(end), "serial", self._row_block([oh], taps, w_runs),
+                           start=_c(first + blocks * block)))
+        return Seq(out)
+
+    def _row_block(self, ohs: list[te.Expr], taps_h: tuple[int, ...],
+                   w_runs: list[tuple[int, int, tuple[int, ...]]]) -> Stmt:
+        loops: list[Stmt] = []
+        for first, end, taps_w in w_runs:
+            ow = te.Var("ow")
+            interior = len(taps_w) == self.pat.w.taps
+            stores = [self._store(oh, ow, taps_h, taps_w) for oh in ohs]
+            # border runs are a column or two, each with its own taps: left serial
+            kind = "vectorize" if interior and end - first > 1 else "serial"
+            loops.append(For(ow, _c(end), kind, Seq(stores), start=_c(first)))
+        return Seq(loops)
+
+    def _store(self, oh: te.Expr, ow: te.Expr, taps_h: tuple[int, ...],
+               taps_w: tuple[int, ...]) -> Stmt:
+        pat = self.pat
+        env = {**self.env, pat.oh: oh, pat.ow: ow}
+        xb = self.buf[id(pat.x)]
+        chan = te.substitute(pat.chan, env)
+        acc = self._lower(te.substitute(pat.init, env))
+        for r0 in taps_h:
+            ih = oh * pat.h.stride + (r0 * pat.h.dilation + pat.h.offset - pat.h.shift)
+            for r1 in taps_w:
+                iw = ow * pat.w.stride + (r1 * pat.w.dilation + pat.w.offset - pat.w.shift)
+                xv = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ih, iw]))
+                wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
+                acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
+        target = pat.conv
+        if pat.epilogue is not None:
+            target = pat.epilogue
+            axes = [ax.var for ax in pat.epilogue.op.axes]  # type: ignore[union-attr]
+            body = expand_inline(pat.epilogue.op.body)  # type: ignore[union-attr]
+            body = _replace_load(body, pat.conv, acc)
+            acc = self._lower(te.substitute(body, dict(zip(axes, [env[pat.n], env[pat.k], oh, ow],
+                                                               strict=True))))
+        ob = self.buf[id(target)]
+        return Store(ob, flat_index(ob, [env[pat.n], env[pat.k], oh, ow]), acc)
+
+    def _lower(self, e: te.Expr) -> te.Expr:
+        if isinstance(e, te.Load):
+            buf = self.buf[id(e.tensor)]
+            return BufLoad(buf, flat_index(buf, [self._lower(i) for i in e.indices]))
+        if isinstance(e, (te.Var, te.Const, BufLoad)):
+            return e
+        if isinstance(e, te.Binary):
+            return te.binary(e.op, self._lower(e.a), self._lower(e.b))
+        if isinstance(e, te.Unary):
+            return te.Unary(e.op, self._lower(e.a))
+        if isinstance(e, te.Select):
+            return te.select(self._lower(e.cond), self._lower(e.t), self._lower(e.f))
+        if isinstance(e, te.Cast):
+            return te.cast(e.dtype, self._lower(e.a))
+        # an already-lowered subexpression (the window sum inside an epilogue)
+        return e
+
+
+def _replace_load(e: te.Expr, t: te.Tensor, by: te.Expr) -> te.Expr:
+    """`e` (a TE expression) with every load of `t` replaced by the loop-IR value `by`."""
+    if isinstance(e, te.Load):
+        return by if e.tensor is t else te.Load(e.tensor, [_replace_load(i, t, by)
+                                                           for i in e.indices])
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, _replace_load(e.a, t, by), _replace_load(e.b, t, by))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, _replace_load(e.a, t, by))
+    if isinstance(e, te.Select):
+        return te.select(*(_replace_load(x, t, by) for x in (e.cond, e.t, e.f)))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, _replace_load(e.a, t, by))
+    return e

@@ -1,0 +1,692 @@
+"""Tensorized GEMM template: any `C[b.., m.., n..] = sum_k A * B` (+ element-wise epilogue) on
+the register-blocked micro-kernel of `targets/cpu/microkernels.py`.
+
+Matching is structural (AMOS-style): one sum-reduction stage whose body is the product of two
+loads; the output axes that only the second operand reads form the trailing N group (flattened,
+contiguous in the output), those only the first reads form the M group before it, and the rest
+are batch loops. MatMul, Gemm (any transposes), batched MatMul and Conv (implicit GEMM: M =
+output channels, N = output pixels, K = input channels x window) all match.
+
+Operands reach the micro-kernel in one of three ways:
+- "const": a compile-time constant operand, packed once by the compiler into micro-panels
+  (A: [M/MR][K][MR], B: [N/NR][K][NR], zero-padded) — weights cost nothing to pack at run time;
+- "direct": read in place when its flat index is affine in (m, k) / (k, n) with B contiguous
+  in n (plain MatMul operands, 1x1 stride-1 convolutions);
+- "pack": copied into micro-panels by the kernel itself (im2col for other convolutions).
+The epilogue (bias, activation, residual, the conv bias of the reduction's init) is applied to
+each output panel right after the micro-kernels wrote it, while it is still in cache.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lowering import te
+from lowering.affine import normalize, simplify_index
+from lowering.default_schedule import default_schedule
+from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
+from lowering.lower import _Converter, lower_stage, stages_of
+from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
+from targets.cpu.microkernels import GemmBlock, gemm_blocks
+
+I64 = "int64"
+# Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
+MIN_MACS = 1 << 14
+# Parallel loops below this many multiply-adds cost more than they save.
+PARALLEL_MIN_MACS = 1 << 18
+KC_OPTIONS = (128, 256, 512)
+# Cost-model constants: a Cascade Lake / Zen-class core. They only rank schedules.
+CORE_GHZ, FMA_UNITS = 2.5e9, 2
+L1, L2 = 32 << 10, 1 << 20
+BW_L1, BW_L2, BW_MEM = 200e9, 100e9, 10e9
+
+
+def _c(v: int) -> te.Const:
+    return te.Const(v, I64)
+
+
+def _mentions(e: te.Expr, v: te.Var) -> bool:
+    if e is v:
+        return True
+    return any(_mentions(c, v) for c in te.children(e))
+
+
+def inline_all(e: te.Expr) -> te.Expr:
+    """`e` with every load of an inline compute replaced by that compute's body."""
+    if isinstance(e, te.Load):
+        idx = [inline_all(i) for i in e.indices]
+        t = e.tensor
+        if t.op is not None and t.op.inline:
+            vmap = {ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)}
+            return inline_all(te.substitute(t.op.body, vmap))
+        return te.Load(t, idx)
+    if isinstance(e, (te.Var, te.Const)):
+        return e
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, inline_all(e.a), inline_all(e.b))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, inline_all(e.a))
+    if isinstance(e, te.Select):
+        return te.select(inline_all(e.cond), inline_all(e.t), inline_all(e.f))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, inline_all(e.a))
+    raise TypeError(f"unexpected {type(e).__name__}")
+
+
+def _loads_of(e: te.Expr, t: te.Tensor) -> list[te.Load]:
+    out = [e] if isinstance(e, te.Load) and e.tensor is t else []
+    for c in te.children(e):
+        out += _loads_of(c, t)
+    return out
+
+
+@dataclass
+class Group:
+    """Axes flattened into one GEMM dimension (row-major)."""
+
+    vars: list[te.Var]
+    extents: list[int]
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.extents)
+
+    def unflatten(self, flat: te.Expr) -> dict[te.Var, te.Expr]:
+        out: dict[te.Var, te.Expr] = {}
+        rest = flat
+        for v, e in reversed(list(zip(self.vars, self.extents, strict=True))):
+            if e == 1:
+                out[v] = _c(0)
+                continue
+            out[v] = rest % e if v is not self.vars[0] else rest
+            rest = rest // e
+        return out
+
+
+@dataclass
+class GemmPattern:
+    product: te.Tensor
+    epilogue: te.Tensor | None  # the output stage reading the product element-wise
+    pre: list[te.Tensor]  # stages the operands read (padding copies), computed first
+    a: te.Load  # operand carrying the M axes
+    b: te.Load  # operand carrying the N axes
+    batch: Group
+    m: Group
+    n: Group
+    k: Group
+    init: te.Expr  # the reduction's initial value (conv bias), an expression of output axes
+
+
+def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
+    if len(outputs) != 1 or outputs[0].dtype != "float32":
+        return None
+    stages = stages_of(outputs)
+    reductions = [t for t in stages if isinstance(t.op.body, te.Reduce)]  # type: ignore[union-attr]
+    if len(reductions) != 1:
+        return None
+    p = reductions[0]
+    red = p.op.body  # type: ignore[union-attr]
+    assert isinstance(red, te.Reduce)
+    if red.combiner != "sum" or p.dtype != "float32" or p.op.inline:  # type: ignore[union-attr]
+        return None
+    body = inline_all(red.body)
+    if not (isinstance(body, te.Binary) and body.op == "mul"
+            and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
+        return None
+    # stages after the product: at most the output, reading it only at its own index
+    after = [t for t in stages if t is not p and p in _depends(t)]
+    epilogue = None
+    if after:
+        out = outputs[0]
+        if after != [out] or out.shape != p.shape or out.op.inline:  # type: ignore[union-attr]
+            return None
+        flat_body = inline_all(out.op.body)  # type: ignore[union-attr]
+        if isinstance(flat_body, te.Reduce):
+            return None
+        axes = [ax.var for ax in out.op.axes]  # type: ignore[union-attr]
+        for ld in _loads_of(flat_body, p):
+            if len(ld.indices) != len(axes) or not all(
+                    i is v or (n == 1 and isinstance(i, te.Const))
+                    for i, v, n in zip(ld.indices, axes, p.shape, strict=True)):
+                return None
+        epilogue = out
+    pre = [t for t in stages if t is not p and t not in after]
+    spatial = [ax for ax in p.op.axes]  # type: ignore[union-attr]
+    reduce_axes = list(red.axes)
+
+    def uses(load: te.Load, v: te.Var) -> bool:
+        return any(_mentions(i, v) for i in load.indices)
+
+    role = []
+    for ax in spatial:
+        ua, ub = uses(body.a, ax.var), uses(body.b, ax.var)
+        role.append("x" if ua and not ub else "y" if ub and not ua else "batch")
+    # the trailing run of one operand's axes is N; the run before it, of the other, is M
+    if not role or role[-1] == "batch":
+        return None
+    n_role = role[-1]
+    m_role = "y" if n_role == "x" else "x"
+    i = len(role)
+    while i > 0 and role[i - 1] == n_role:
+        i -= 1
+    j = i
+    while j > 0 and role[j - 1] == m_role:
+        j -= 1
+    if j == i:
+        return None  # no M axes: a matrix-vector product, memory-bound
+    a_load, b_load = (body.a, body.b) if m_role == "x" else (body.b, body.a)
+    for rv in reduce_axes:
+        if not (uses(a_load, rv.var) and uses(b_load, rv.var)) and rv.extent != 1:
+            return None
+
+    def group(axes: Sequence[te.IterVar]) -> Group:
+        return Group([a.var for a in axes], [a.extent for a in axes])
+
+    pat = GemmPattern(
+        product=p, epilogue=epilogue, pre=pre, a=a_load, b=b_load,
+        batch=group(spatial[:j]), m=group(spatial[j:i]), n=group(spatial[i:]),
+        k=group(reduce_axes), init=red.init,
+    )
+    if pat.m.size * pat.n.size * pat.k.size < MIN_MACS:
+        return None
+    return pat
+
+
+def _depends(t: te.Tensor) -> set[te.Tensor]:
+    out: set[te.Tensor] = set()
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if x.op is None:
+            continue
+        for d in te.tensors_read(x.op.body):
+            if d not in out:
+                out.add(d)
+                stack.append(d)
+    return out
+
+
+class GemmTemplate:
+    """Entry in `lowering.search.select.TEMPLATES`."""
+
+    @staticmethod
+    def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+              consts: Sequence[np.ndarray | None], target: object) -> GemmSpace | None:
+        if getattr(target, "vector_lanes_f32", 0) < 4:
+            return None
+        pat = analyze(outputs)
+        if pat is None:
+            return None
+        return GemmSpace(inputs, outputs, consts, target, pat)
+
+
+class GemmSpace(ScheduleSpace):
+    kind = "gemm"
+
+    def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+                 consts: Sequence[np.ndarray | None], target: object, pat: GemmPattern) -> None:
+        super().__init__(inputs, outputs, consts, target)
+        self.pat = pat
+        self.blocks = gemm_blocks(target)  # type: ignore[arg-type]
+        self.a_const = self._const_index(pat.a, pat.m)
+        self.b_const = self._const_index(pat.b, pat.n)
+        a_modes = ["const"] if self.a_const is not None else (
+            ["direct", "pack"] if self._direct_ok(pat.a, pat.m, need_unit=None) else ["pack"])
+        b_modes = ["const"] if self.b_const is not None else (
+            ["direct", "pack"] if self._direct_ok(pat.b, pat.n, need_unit=pat.n) else ["pack"])
+        K = pat.k.size
+        self.knobs = [
+            Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
+            Knob("kc", (K, *[kc for kc in KC_OPTIONS if kc < K])),
+            Knob("a", tuple(a_modes)),
+            Knob("b", tuple(b_modes)),
+            Knob("parallel", ("n", "m")),
+        ]
+
+    # analysis helpers ------------------------------------------------------------------------
+    def _const_index(self, load: te.Load, own: Group) -> int | None:
+        """Input index of a compile-time constant operand read by axes (own, k) only."""
+        t = load.tensor
+        if t.op is not None:
+            return None
+        for i, x in enumerate(self.inputs):
+            if x is t and self.consts[i] is not None:
+                for v in self.pat.batch.vars:
+                    if any(_mentions(ix, v) for ix in load.indices):
+                        return None
+                return i
+        return None
+
+    def _flat(self, load: te.Load, own: Group, own_flat: te.Expr, k_flat: te.Expr) -> te.Expr:
+        vmap = {**own.unflatten(own_flat), **self.pat.k.unflatten(k_flat)}
+        t = load.tensor
+        strides = Buffer("_", t.dtype, t.shape, "input").strides
+        flat: te.Expr = _c(0)
+        for ix, s in zip(load.indices, strides, strict=True):
+            flat = flat + te.substitute(ix, vmap) * s
+        return flat
+
+    def _direct_ok(self, load: te.Load, own: Group, need_unit: Group | None) -> bool:
+        """Whether the operand's flat index is affine in its (own, k) flat indices."""
+        if load.tensor.op is not None and load.tensor.op.inline:
+            return False
+        mv, kv = te.Var("mf"), te.Var("kf")
+        f = normalize(self._flat(load, own, mv, kv))
+        if f is None or not (f.depends_only_linearly(mv) and f.depends_only_linearly(kv)):
+            return False
+        if need_unit is not None and f.coefficient(mv) != 1:
+            return False
+        return True
+
+    def block(self, config: Config) -> GemmBlock:
+        mr, nv = (int(x) for x in str(config["block"]).split("x"))
+        return GemmBlock(mr, nv, self.target.vector_lanes_f32)  # type: ignore[attr-defined]
+
+    def default_config(self) -> Config:
+        """The configuration the cost model ranks best (the space is small: enumerate)."""
+        best: tuple[float, Config] | None = None
+        for combo in _product([k.options for k in self.knobs]):
+            cfg = {k.name: v for k, v in zip(self.knobs, combo, strict=True)}
+            c = self.threaded_cost(cfg)
+            if best is None or c < best[0]:
+                best = (c, cfg)
+        assert best is not None
+        return best[1]
+
+    def flops(self) -> float:
+        p = self.pat
+        return 2.0 * p.batch.size * p.m.size * p.n.size * p.k.size
+
+    # cost model ---------------------------------------------------------------------------
+    def cost(self, config: Config) -> float:
+        """Seconds on one core: the larger of the padded FMA work (at a rate set by the
+        block's arithmetic intensity) and the operand traffic of the loop order, plus packing.
+        Traffic: in the N-outer order ("n") the packed A is re-read once per N panel and each
+        B micro-panel once per M tile; in the M-outer order ("m") the other way round. A
+        re-read comes from L1, L2 or memory depending on what the loop touches in between."""
+        p, blk = self.pat, self.block(config)
+        M, N, K, B = p.m.size, p.n.size, p.k.size, p.batch.size
+        mt, nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
+        Mp, Np = mt * blk.mr, nt * blk.nr
+        peak = CORE_GHZ * FMA_UNITS * blk.lanes  # multiply-adds per second
+        eff = min(1.0, blk.intensity / 2.2) * 0.9
+        compute = B * Mp * Np * K / (peak * eff)
+        kc = int(config["kc"])  # type: ignore[call-overload]
+
+        def bw(resident_bytes: int) -> float:
+            return BW_L1 if resident_bytes <= L1 else BW_L2 if resident_bytes <= L2 else BW_MEM
+
+        a_bytes, b_bytes = Mp * K * 4, K * Np * 4
+        if config["parallel"] == "n":
+            # per (jo, kb): the io loop streams the A block, the B micro-panel stays resident
+            traffic = nt * a_bytes / bw(Mp * kc * 4) + mt * b_bytes / bw(kc * blk.nr * 4)
+        else:
+            traffic = mt * b_bytes / bw(Np * kc * 4) + nt * a_bytes / bw(kc * blk.mr * 4)
+        traffic += (a_bytes + b_bytes) / BW_MEM  # each operand comes from memory once
+        t = B * max(compute, traffic)
+        if config["b"] == "pack":
+            t += B * b_bytes * 3 / BW_L2
+        if config["a"] == "pack":
+            t += B * a_bytes * 3 / BW_L2
+        if config["b"] == "direct" and K > 64:
+            t += B * b_bytes / BW_MEM  # rows far apart: prefetchers and TLB suffer
+        if kc < K:  # partial results written and re-read per K block
+            t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
+        return t
+
+    def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
+        """One-core time divided among the threads by the tiles of the parallel loop."""
+        t = self.cost(config) if one_core is None else one_core
+        p, blk = self.pat, self.block(config)
+        tiles = p.batch.size * (math.ceil(p.n.size / blk.nr) if config["parallel"] == "n"
+                                else math.ceil(p.m.size / blk.mr))
+        threads = max(1, os.cpu_count() or 1)
+        if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
+            threads = 1
+        return t * math.ceil(tiles / threads) / tiles
+
+    # build ------------------------------------------------------------------------------------
+    def build(self, config: Config, name: str = "k") -> BuiltKernel:
+        return _Builder(self, config, name).build()
+
+
+def _product(options: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = [()]
+    for opts in options:
+        out = [(*o, x) for o in out for x in opts]
+    return out
+
+
+class _Builder:
+    def __init__(self, space: GemmSpace, config: Config, name: str) -> None:
+        self.s = space
+        self.p = space.pat
+        self.cfg = config
+        self.name = name
+        self.blk = space.block(config)
+        self.kc = int(config["kc"])  # type: ignore[call-overload]
+        self.a_mode = str(config["a"])
+        self.b_mode = str(config["b"])
+        self.buffers: list[Buffer] = []
+        self.bufs: dict[int, Buffer] = {}
+        self.transforms: dict[int, object] = {}
+
+    def _add(self, name: str, dtype: str, shape: tuple[int, ...], role: str) -> Buffer:
+        b = Buffer(f"{role[0]}{len(self.buffers)}", dtype, shape, role)
+        self.buffers.append(b)
+        return b
+
+    def build(self) -> BuiltKernel:
+        s, p, blk = self.s, self.p, self.blk
+        M, N, K = p.m.size, p.n.size, p.k.size
+        self.mt, self.nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
+        for i, t in enumerate(s.inputs):
+            shape = t.shape
+            if self.a_mode == "const" and i == s.a_const:
+                shape = (self.mt, K, blk.mr)
+                self.transforms[i] = self._const_packer(p.a, p.m, blk.mr, self.mt)
+            if self.b_mode == "const" and i == s.b_const:
+                shape = (self.nt, K, blk.nr)
+                self.transforms[i] = self._const_packer(p.b, p.n, blk.nr, self.nt)
+            self.bufs[id(t)] = self._add("in", t.dtype, shape, "input")
+        out = s.outputs[0]
+        self.out = self._add("out", out.dtype, out.shape, "output")
+        self.bufs[id(out)] = self.out
+        for t in p.pre:
+            if id(t) not in self.bufs and not t.op.inline:  # type: ignore[union-attr]
+                self.bufs[id(t)] = self._add("pre", t.dtype, t.shape, "scratch")
+        nb = p.batch.size
+        self.ap = self._add("ap", "float32", (nb, self.mt, K, blk.mr), "scratch") \
+            if self.a_mode == "pack" else None
+        self.bp = self._add("bp", "float32", (nb, self.nt, K, blk.nr), "scratch") \
+            if self.b_mode == "pack" else None
+        lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
+        stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
+                              for t in p.pre if id(t) in self.bufs]
+        stages += self._main()
+        kernel = Kernel(self.name, self.buffers, stages)
+        return BuiltKernel(kernel, dict(self.transforms))  # type: ignore[arg-type]
+
+    # constant packing at compile time -----------------------------------------------------------
+    def _const_packer(self, load: te.Load, own: Group, r: int, tiles: int):
+        s = self.s
+        K = self.p.k.size
+        size = own.size
+        flat_expr_vars = (te.Var("of"), te.Var("kf"))
+        flat = s._flat(load, own, *flat_expr_vars)
+
+        def pack(arr: np.ndarray) -> np.ndarray:
+            of = np.arange(tiles * r).reshape(tiles, 1, r)
+            kf = np.arange(K).reshape(1, K, 1)
+            valid = of < size
+            idx = _eval_int(flat, {flat_expr_vars[0]: np.minimum(of, size - 1),
+                                   flat_expr_vars[1]: kf})
+            vals = arr.reshape(-1)[np.broadcast_to(idx, (tiles, K, r))]
+            return np.where(valid, vals, 0).astype(np.float32)
+
+        return pack
+
+    # the main nest --------------------------------------------------------------------------------
+    def _operand_ptr(self, which: str, bvars: dict[te.Var, te.Expr], tile: te.Expr,
+                     k0: te.Expr, bidx: te.Expr) -> tuple[BufPtr, te.Expr, te.Expr]:
+        """Pointer and (row stride, k stride) of operand `which` at tile `tile`, k offset k0."""
+        p, blk = self.p, self.blk
+        K = p.k.size
+        if which == "a":
+            mode, load, own, r = self.a_mode, p.a, p.m, blk.mr
+            packed = self.ap
+            const_i = self.s.a_const
+        else:
+            mode, load, own, r = self.b_mode, p.b, p.n, blk.nr
+            packed = self.bp
+            const_i = self.s.b_const
+        if mode == "const":
+            buf = self.bufs[id(self.s.inputs[const_i])]  # type: ignore[index]
+            return BufPtr(buf, tile * (K * r) + k0 * r), _c(1), _c(r)
+        if mode == "pack":
+            assert packed is not None
+            return BufPtr(packed, (bidx * self.mt_or_nt(which) + tile) * (K * r) + k0 * r), \
+                _c(1), _c(r)
+        flat = self.s._flat(load, own, tile * r, k0)
+        flat = te.substitute(flat, bvars)
+        mv, kv = te.Var("mf"), te.Var("kf")
+        f = normalize(self.s._flat(load, own, mv, kv))
+        assert f is not None
+        buf = self.bufs[id(load.tensor)]
+        return BufPtr(buf, simplify_index(flat)), _c(f.coefficient(mv)), _c(f.coefficient(kv))
+
+    def mt_or_nt(self, which: str) -> int:
+        return self.mt if which == "a" else self.nt
+
+    def _pack_stage(self, which: str, bvar: te.Var, bvars: dict[te.Var, te.Expr],
+                    tile: te.Var) -> Stmt:
+        """Copy one operand tile into its micro-panel: panel[b][tile][k][r], zero past the
+        edge. The copy loops run over the operand's own axes (not the flattened index), so
+        the innermost loop walks a contiguous row of the source: im2col without divisions."""
+        p, blk = self.p, self.blk
+        K = p.k.size
+        load, own, r, buf = (p.a, p.m, blk.mr, self.ap) if which == "a" else \
+            (p.b, p.n, blk.nr, self.bp)
+        assert buf is not None
+        t0 = tile * r
+        valid = te.minimum(_c(r), _c(own.size) - t0)
+        vmap: dict[te.Var, te.Expr] = dict(bvars)
+        # reduce axes: one loop each; their flat index is affine
+        kloops: list[tuple[te.Var, int]] = []
+        kflat: te.Expr = _c(0)
+        for v, e in zip(p.k.vars, p.k.extents, strict=True):
+            kflat = kflat * e
+            if e == 1:
+                vmap[v] = _c(0)
+                continue
+            lv = te.Var("pk")
+            vmap[v] = lv
+            kloops.append((lv, e))
+            kflat = kflat + lv
+        # own axes: the last one innermost over its part of the tile, the others flattened
+        axes = [(v, e) for v, e in zip(own.vars, own.extents, strict=True) if e != 1]
+        for v, e in zip(own.vars, own.extents, strict=True):
+            if e == 1:
+                vmap[v] = _c(0)
+        inner = te.Var("pr")
+        if len(axes) <= 1:
+            if axes:
+                vmap[axes[0][0]] = t0 + inner
+            dst_r: te.Expr = inner
+            lo: te.Expr = _c(0)
+            hi: te.Expr = valid
+            wrap = None
+        else:
+            last_v, last_e = axes[-1]
+            outer_group = Group([v for v, _ in axes[:-1]], [e for _, e in axes[:-1]])
+            of = te.Var("po")
+            vmap.update(outer_group.unflatten(of))
+            vmap[last_v] = inner
+            dst_r = of * last_e + inner - t0
+            lo = te.maximum(_c(0), t0 - of * last_e)
+            hi = te.minimum(_c(last_e), t0 + valid - of * last_e)
+            wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
+        value = _simplify_loads(_Converter(self.bufs)(te.substitute(load, vmap)))
+        panel = (bvar * self.mt_or_nt(which) + tile) * K
+        dst = simplify_index((panel + kflat) * r + dst_r)
+        body: Stmt = For(inner, hi, "vectorize", Store(buf, dst, value), start=lo)
+        if wrap is not None:
+            body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
+        for lv, e in reversed(kloops):
+            body = For(lv, _c(e), "serial", body)
+        if own.size % r:
+            kz, rz = te.Var("zk"), te.Var("zr")
+            zero = For(kz, _c(K), "serial", For(rz, _c(r), "serial", Store(
+                buf, (panel + kz) * r + rz, te.Const(0.0, "float32")), start=valid))
+            body = Seq([body, zero])
+        return body
+
+    def _main(self) -> list[Stmt]:
+        p, blk = self.p, self.blk
+        M, N, K = p.m.size, p.n.size, p.k.size
+        nb = p.batch.size
+        par = str(self.cfg["parallel"])
+        macs = nb * M * N * K
+        outer_kind = "parallel" if macs >= PARALLEL_MIN_MACS else "serial"
+        bflat = te.Var("bf")
+        bvars = p.batch.unflatten(bflat)
+        io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")
+        stages: list[Stmt] = []
+
+        def tile_call(io_: te.Expr, jo_: te.Expr, k0: te.Expr, klen: te.Expr,
+                      acc: te.Expr) -> Stmt:
+            a_ptr, a_rs, a_ks = self._operand_ptr("a", bvars, io_, k0, bflat)
+            b_ptr, _, b_ks = self._operand_ptr("b", bvars, jo_, k0, bflat)
+            c_off = (bflat * M + io_ * blk.mr) * N + jo_ * blk.nr
+            m_valid = te.minimum(_c(blk.mr), _c(M) - io_ * blk.mr)
+            n_valid = te.minimum(_c(blk.nr), _c(N) - jo_ * blk.nr)
+            return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.out, c_off),
+                                      _c(N), klen, m_valid, n_valid, acc])
+
+        def k_blocks(body_of) -> Stmt:
+            """body_of(k0, klen, accumulate) over the K blocks."""
+            if self.kc >= K:
+                return body_of(_c(0), _c(K), _c(0))
+            nk = math.ceil(K / self.kc)
+            k0 = kb * self.kc
+            return For(kb, _c(nk), "serial",
+                       body_of(k0, te.minimum(_c(self.kc), _c(K) - k0), te.minimum(kb, _c(1))))
+
+        # packing of runtime operands that the main loop does not pack itself
+        if self.a_mode == "pack":
+            t = te.Var("pio")
+            stages.append(self._fused_loop(bflat, t, nb, self.mt, outer_kind,
+                                           self._pack_stage("a", bflat, bvars, t)))
+        if self.b_mode == "pack" and par == "m":
+            t = te.Var("pjo")
+            stages.append(self._fused_loop(bflat, t, nb, self.nt, outer_kind,
+                                           self._pack_stage("b", bflat, bvars, t)))
+        if par == "n":
+            body: list[Stmt] = []
+            if self.b_mode == "pack":
+                body.append(self._pack_stage("b", bflat, bvars, jo))
+            body.append(k_blocks(lambda k0, kl, acc: For(
+                io, _c(self.mt), "serial", tile_call(io, jo, k0, kl, acc))))
+            body.append(self._epilogue(bvars, bflat, _c(0), _c(M), jo * blk.nr,
+                                       te.minimum(_c(blk.nr), _c(N) - jo * blk.nr)))
+            stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
+        else:
+            body = [k_blocks(lambda k0, kl, acc: For(
+                jo, _c(self.nt), "serial", tile_call(io, jo, k0, kl, acc)))]
+            body.append(self._epilogue(bvars, bflat, io * blk.mr,
+                                       te.minimum(_c(blk.mr), _c(M) - io * blk.mr), _c(0),
+                                       _c(N)))
+            stages.append(self._fused_loop(bflat, io, nb, self.mt, outer_kind, Seq(body)))
+        return stages
+
+    def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
+                    body: Stmt) -> Stmt:
+        """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
+        if nb == 1:
+            return For(t, _c(nt), kind if nt > 1 else "serial",
+                       _bind(body, {bflat: _c(0)}))
+        f = te.Var("bt")
+        return For(f, _c(nb * nt), kind, _bind(body, {bflat: f // nt, t: f % nt}))
+
+    def _epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
+                  mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:
+        """out = epilogue(acc + init) over rows [m0, m0+mlen) x cols [n0, n0+nlen), in place."""
+        p = self.p
+        M, N = p.m.size, p.n.size
+        i, j = te.Var("ei"), te.Var("ej")
+        mi, nj = m0 + i, n0 + j
+        vmap = {**bvars, **p.m.unflatten(mi), **p.n.unflatten(nj)}
+        out_index = (bflat * M + mi) * N + nj
+        acc: te.Expr = BufLoad(self.out, out_index)
+        init = p.init
+        has_init = not (isinstance(init, te.Const) and float(init.value) == 0.0)
+        conv = _Converter(self.bufs)
+        if has_init:
+            acc = acc + _simplify_loads(conv(te.substitute(init, {
+                ax.var: vmap[ax.var] for ax in p.product.op.axes})))  # type: ignore[union-attr]
+        if p.epilogue is None:
+            if not has_init:
+                return Seq([])
+            value = acc
+        else:
+            e = p.epilogue
+            body = inline_all(e.op.body)  # type: ignore[union-attr]
+            body = _replace_loads(body, p.product, acc)
+            # the epilogue's axes correspond one to one to the product's (same shape)
+            axes = {ea.var: vmap[pa.var] for ea, pa in zip(
+                e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
+            value = _simplify_loads(conv(te.substitute(body, axes)))
+        return For(i, mlen, "serial",
+                   For(j, nlen, "vectorize", Store(self.out, simplify_index(out_index), value)))
+
+
+def _replace_loads(e: te.Expr, t: te.Tensor, by: te.Expr) -> te.Expr:
+    if isinstance(e, te.Load) and e.tensor is t:
+        return by
+    if isinstance(e, (te.Var, te.Const, BufLoad)):
+        return e
+    if isinstance(e, te.Load):
+        return te.Load(e.tensor, [_replace_loads(i, t, by) for i in e.indices])
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, _replace_loads(e.a, t, by), _replace_loads(e.b, t, by))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, _replace_loads(e.a, t, by))
+    if isinstance(e, te.Select):
+        return te.select(_replace_loads(e.cond, t, by), _replace_loads(e.t, t, by),
+                         _replace_loads(e.f, t, by))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, _replace_loads(e.a, t, by))
+    raise TypeError(f"unexpected {type(e).__name__}")
+
+
+def _simplify_loads(e: te.Expr) -> te.Expr:
+    """Fold the flattened indices of every buffer load."""
+    if isinstance(e, BufLoad):
+        return BufLoad(e.buf, simplify_index(e.index))
+    if isinstance(e, (te.Var, te.Const)):
+        return e
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, _simplify_loads(e.a), _simplify_loads(e.b))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, _simplify_loads(e.a))
+    if isinstance(e, te.Select):
+        return te.select(_simplify_loads(e.cond), _simplify_loads(e.t), _simplify_loads(e.f))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, _simplify_loads(e.a))
+    raise TypeError(f"unexpected {type(e).__name__}")
+
+
+def _bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:
+    """Substitute variables in a statement tree."""
+    if isinstance(s, For):
+        return For(s.var, te.substitute(s.extent, vmap), s.kind, _bind(s.body, vmap),
+                   te.substitute(s.start, vmap))
+    if isinstance(s, Seq):
+        return Seq([_bind(x, vmap) for x in s.stmts])
+    if isinstance(s, Store):
+        return Store(s.buf, te.substitute(s.index, vmap), te.substitute(s.value, vmap))
+    if isinstance(s, Call):
+        return Call(s.func, [BufPtr(a.buf, te.substitute(a.offset, vmap))
+                             if isinstance(a, BufPtr) else te.substitute(a, vmap)
+                             for a in s.args])
+    raise TypeError(f"unexpected statement {s!r}")
+
+
+def _eval_int(e: te.Expr, env: dict[te.Var, np.ndarray]) -> np.ndarray:
+    """Evaluate an integer index expression over numpy arrays (compile-time packing)."""
+    if isinstance(e, te.Var):
+        return env[e]
+    if isinstance(e, te.Const):
+        return np.int64(e.value)  # type: ignore[return-value]
+    if isinstance(e, te.Binary):
+        a, b = _eval_int(e.a, env), _eval_int(e.b, env)
+        ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
+               "floordiv": np.floor_divide, "mod": np.mod, "min": np.minimum,
+               "max": np.maximum}
+        return ops[e.op](a, b)
+    raise TypeError(f"cannot evaluate {e!r} at compile time")

@@ -1,0 +1,485 @@
+"""Row-wise template: computations whose stages all work row by row (softmax, layernorm, ...).
+
+A computation matches when every materialised stage has the shape `O + I` (a full row) or
+`O + (1, ...)` / `O` (a per-row statistic), every reduction reduces over the whole row `I`, and
+every stage reads other stages only in its own row. That is found from the tensor expressions
+(shapes, reduce axes, index patterns), never from operator names: Softmax, LogSoftmax,
+LayerNormalization, trailing-axis Reduce*, ArgMax and fused regions of such stages all match.
+
+The kernel is ONE (parallel) loop over chunks of rows; for each row the stages run in order,
+each a pass over the row while it is in L1:
+- reductions accumulate in place into the statistic, their column loop vectorised with a fixed
+  number of vector accumulators (`llvm.loop.interleave.count`), which LLVM keeps in registers;
+- statistics are per-chunk scalars, full-row intermediates a per-chunk row;
+- a reduction body that a later output stage computes again (`exp(x - max)` in Softmax) is
+  stored into that output's row during the reduction and read back there ("reuse"), so the
+  expensive part runs once per element and the output is rescaled in place.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lowering import te
+from lowering.default_schedule import PARALLEL_MIN_WORK
+from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
+from lowering.lower import combine, stages_of
+from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
+
+I64 = "int64"
+ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
+            "bool": 1}
+# Rows shorter than this are not worth a template (the default schedule does as well).
+MIN_ROW = 8
+
+
+def _c(v: int) -> te.Const:
+    return te.Const(v, I64)
+
+
+def expand_inline(e: te.Expr) -> te.Expr:
+    """`e` with every load of an inline compute replaced by that compute's body."""
+    if isinstance(e, te.Load):
+        idx = [expand_inline(i) for i in e.indices]
+        t = e.tensor
+        if t.op is not None and t.op.inline:
+            vmap = {ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)}
+            return expand_inline(te.substitute(t.op.body, vmap))
+        return te.Load(t, idx)
+    if isinstance(e, te.Reduce):
+        return te.Reduce(e.combiner, expand_inline(e.body), e.axes, expand_inline(e.init))
+    if isinstance(e, (te.Var, te.Const)):
+        return e
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, expand_inline(e.a), expand_inline(e.b))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, expand_inline(e.a))
+    if isinstance(e, te.Select):
+        return te.select(expand_inline(e.cond), expand_inline(e.t), expand_inline(e.f))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, expand_inline(e.a))
+    raise TypeError(f"unexpected {type(e).__name__}")
+
+
+def mentions(e: te.Expr, v: te.Var) -> bool:
+    return e is v or any(mentions(c, v) for c in te.children(e))
+
+
+def loads_in(e: te.Expr) -> list[te.Load]:
+    out = [e] if isinstance(e, te.Load) else []
+    for c in te.children(e):
+        out += loads_in(c)
+    return out
+
+
+def expr_key(e: te.Expr) -> tuple:
+    """Structural identity of an expression (variables and tensors by identity)."""
+    if isinstance(e, te.Var):
+        return ("v", id(e))
+    if isinstance(e, te.Const):
+        return ("c", e.dtype, e.value)
+    if isinstance(e, te.Load):
+        return ("l", id(e.tensor), *(expr_key(i) for i in e.indices))
+    if isinstance(e, te.Binary):
+        return ("b", e.op, expr_key(e.a), expr_key(e.b))
+    if isinstance(e, te.Unary):
+        return ("u", e.op, expr_key(e.a))
+    if isinstance(e, te.Select):
+        return ("s", expr_key(e.cond), expr_key(e.t), expr_key(e.f))
+    if isinstance(e, te.Cast):
+        return ("t", e.dtype, expr_key(e.a))
+    raise TypeError(f"unexpected {type(e).__name__}")
+
+
+def _replace(e: te.Expr, key: tuple, by: te.Expr) -> tuple[te.Expr, int]:
+    """`e` with every subtree structurally equal to `key` replaced by `by`; and how many."""
+    if expr_key(e) == key:
+        return by, 1
+    if isinstance(e, te.Binary):
+        (a, na), (b, nb) = _replace(e.a, key, by), _replace(e.b, key, by)
+        return te.binary(e.op, a, b), na + nb
+    if isinstance(e, te.Unary):
+        a, na = _replace(e.a, key, by)
+        return te.Unary(e.op, a), na
+    if isinstance(e, te.Select):
+        parts = [_replace(x, key, by) for x in (e.cond, e.t, e.f)]
+        return te.select(*(p[0] for p in parts)), sum(p[1] for p in parts)
+    if isinstance(e, te.Cast):
+        a, na = _replace(e.a, key, by)
+        return te.cast(e.dtype, a), na
+    return e, 0
+
+
+def _costly(e: te.Expr) -> bool:
+    """Whether recomputing `e` costs more than storing and reloading it (a math call)."""
+    return isinstance(e, te.Unary) and e.op not in ("neg", "abs", "not") or any(
+        _costly(c) for c in te.children(e))
+
+
+# analysis --------------------------------------------------------------------------------
+
+@dataclass
+class RowStage:
+    tensor: te.Tensor
+    full: bool  # a full row (else a per-row statistic)
+    body: te.Expr  # in the plan's row/column variables (a reduction: the reduced element)
+    reduce: te.Reduce | None = None  # the reduction, its init in row variables
+    reuse_into: te.Tensor | None = None  # output whose row holds this reduction's body
+
+
+@dataclass
+class RowPlan:
+    outer: tuple[int, ...]  # O: the row index space
+    inner: tuple[int, ...]  # I: one row
+    rows_vars: list[te.Var]
+    col_vars: list[te.Var]
+    stages: list[RowStage] = field(default_factory=list)
+    # full stage -> the key of the subexpression it reads back from its own row
+    reuse_key: dict[int, tuple] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return math.prod(self.outer)
+
+    @property
+    def row_len(self) -> int:
+        return math.prod(self.inner)
+
+
+def analyze(outputs: Sequence[te.Tensor]) -> RowPlan | None:
+    stages = [t for t in stages_of(outputs)
+              if not t.op.inline or any(t is o for o in outputs)]  # type: ignore[union-attr]
+    reductions = [t for t in stages if t.op.reduce_axes]  # type: ignore[union-attr]
+    if not reductions or len({id(o) for o in outputs}) != len(outputs):
+        return None
+    inner = tuple(ax.extent for ax in reductions[0].op.reduce_axes)  # type: ignore[union-attr]
+    if math.prod(inner) < MIN_ROW:
+        return None
+    first = reductions[0].shape
+    n = len(inner)
+    candidates = [first]
+    if len(first) >= n and all(d == 1 for d in first[len(first) - n:]):
+        candidates.append(first[: len(first) - n])
+    for outer in candidates:
+        plan = _plan(stages, outer, inner)
+        if plan is not None:
+            return plan
+    return None
+
+
+def _plan(stages: list[te.Tensor], outer: tuple[int, ...], inner: tuple[int, ...]
+          ) -> RowPlan | None:
+    k = len(outer)
+    plan = RowPlan(outer, inner, [te.Var(f"row{d}") for d in range(k)],
+                   [te.Var(f"col{j}") for j in range(len(inner))])
+    known: set[int] = set()
+    for t in stages:
+        op = t.op
+        assert op is not None
+        if t.shape[:k] != outer:
+            return None
+        rest = t.shape[k:]
+        full = rest == inner
+        if not full and any(d != 1 for d in rest):
+            return None
+        vmap: dict[te.Var, te.Expr] = {ax.var: plan.rows_vars[d] for d, ax in enumerate(op.axes[:k])}
+        for j, ax in enumerate(op.axes[k:]):
+            vmap[ax.var] = plan.col_vars[j] if full else _c(0)
+        body = expand_inline(op.body)
+        red = None
+        if isinstance(body, te.Reduce):
+            if full or tuple(ax.extent for ax in body.axes) != inner:
+                return None
+            for j, ax in enumerate(body.axes):
+                vmap[ax.var] = plan.col_vars[j]
+            red = te.Reduce(body.combiner, body.body, body.axes, te.substitute(body.init, vmap))
+            body = body.body
+        body = te.substitute(body, vmap)
+        checked = [body] + ([red.init] if red is not None else [])
+        if not all(_reads_ok(plan, e, known) for e in checked):
+            return None
+        plan.stages.append(RowStage(t, full, body, red))
+        known.add(id(t))
+    _find_reuse(plan, stages)
+    return plan
+
+
+def _reads_ok(plan: RowPlan, e: te.Expr, known: set[int]) -> bool:
+    """Stages are read only in their own row (computed earlier), and every load runs along its
+    tensor's last axis with the row's last column (contiguous) or not at all (broadcast)."""
+    k = len(plan.outer)
+    last = plan.col_vars[-1]
+    for ld in loads_in(e):
+        t = ld.tensor
+        if t.op is not None:
+            if id(t) not in known or t.shape[:k] != plan.outer:
+                return False
+            if any(i is not v for i, v in zip(ld.indices[:k], plan.rows_vars, strict=True)):
+                return False
+        if ld.indices and any(mentions(i, last) for i in ld.indices[:-1]):
+            return False
+        if ld.indices and mentions(ld.indices[-1], last) and ld.indices[-1] is not last:
+            return False
+    return True
+
+
+def _find_reuse(plan: RowPlan, stages: list[te.Tensor]) -> None:
+    """Pair a reduction whose element a later full output stage computes again with it."""
+    taken: set[int] = set()
+    for i, s in enumerate(plan.stages):
+        if s.reduce is None or not _costly(s.body):
+            continue
+        key = expr_key(s.body)
+        for later in plan.stages[i + 1:]:
+            t = later.tensor
+            if (later.full and later.reduce is None and id(t) not in taken
+                    and t.dtype == s.body.dtype and t.op.inline is False  # type: ignore[union-attr]
+                    and _replace(later.body, key, s.body)[1] > 0):
+                s.reuse_into = t
+                plan.reuse_key[id(t)] = key
+                taken.add(id(t))
+                break
+
+
+# the schedule space ------------------------------------------------------------------------
+
+def lanes_of(target: object, dtype: str) -> int:
+    bits = getattr(target, "vector_bits", 128)
+    return max(1, bits // (8 * ITEMSIZE[dtype]))
+
+
+class RowTemplate:
+    """Entry in `lowering.search.select.TEMPLATES`."""
+
+    @staticmethod
+    def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+              consts: Sequence[np.ndarray | None], target: object) -> RowSpace | None:
+        plan = analyze(outputs)
+        if plan is None:
+            return None
+        return RowSpace(inputs, outputs, consts, target, plan)
+
+
+class RowSpace(ScheduleSpace):
+    kind = "rows"
+
+    def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
+                 consts: Sequence[np.ndarray | None], target: object, plan: RowPlan) -> None:
+        super().__init__(inputs, outputs, consts, target)
+        self.plan = plan
+        self.knobs = [
+            Knob("accumulators", (4, 2, 1, 8)),  # vectors of partial results per reduction
+            Knob("rows_per_chunk", (1, 4, 16)),  # rows one parallel iteration runs
+        ]
+        if any(s.reuse_into is not None for s in plan.stages):
+            self.knobs.append(Knob("reuse", (True, False)))
+        if any(s.full and _row_divisions(s.body, plan.col_vars) for s in plan.stages):
+            # x / s(row) as x * (1/s): one division per row instead of per element (<= 1 ulp)
+            self.knobs.append(Knob("reciprocal", (True, False)))
+
+    def build(self, config: Config, name: str = "k") -> BuiltKernel:
+        return BuiltKernel(_RowBuilder(self, config, name).kernel())
+
+    def cost(self, config: Config) -> float:
+        """Cycles per row: each pass streams the row from L1 at one vector per cycle, a math
+        call costs ~10 vector ops, and a reduction with one accumulator waits on its latency."""
+        lanes = lanes_of(self.target, "float32")
+        acc = int(config["accumulators"])  # type: ignore[call-overload]
+        reuse = bool(config.get("reuse", False))
+        cycles = 0.0
+        for s in self.plan.stages:
+            n = self.plan.row_len if (s.full or s.reduce is not None) else 1
+            calls = _count_calls(s.body)
+            if not reuse and s.reduce is None and id(s.tensor) in self.plan.reuse_key:
+                calls += 1
+            per_vec = 1 + 10 * calls + (4 / acc if s.reduce is not None else 0)
+            cycles += n / lanes * per_vec
+        chunk = int(config["rows_per_chunk"])  # type: ignore[call-overload]
+        cycles += 20 / chunk  # per-chunk loop overhead
+        return self.plan.rows * cycles / 2.5e9
+
+
+def _row_divisions(e: te.Expr, cols: Sequence[te.Var]) -> int:
+    """Float divisions in `e` by a value that is the same along the row."""
+    own = int(isinstance(e, te.Binary) and e.op == "div" and e.dtype in te.FLOAT_DTYPES
+              and not any(mentions(e.b, c) for c in cols))
+    return own + sum(_row_divisions(c, cols) for c in te.children(e))
+
+
+def _by_reciprocal(e: te.Expr, cols: Sequence[te.Var]) -> te.Expr:
+    if (isinstance(e, te.Binary) and e.op == "div" and e.dtype in te.FLOAT_DTYPES
+            and not any(mentions(e.b, c) for c in cols)):
+        return _by_reciprocal(e.a, cols) * (te.Const(1, e.dtype) / e.b)
+    if isinstance(e, te.Binary):
+        return te.binary(e.op, _by_reciprocal(e.a, cols), _by_reciprocal(e.b, cols))
+    if isinstance(e, te.Unary):
+        return te.Unary(e.op, _by_reciprocal(e.a, cols))
+    if isinstance(e, te.Select):
+        return te.select(*(_by_reciprocal(x, cols) for x in (e.cond, e.t, e.f)))
+    if isinstance(e, te.Cast):
+        return te.cast(e.dtype, _by_reciprocal(e.a, cols))
+    return e
+
+
+def _count_calls(e: te.Expr) -> int:
+    own = 1 if isinstance(e, te.Unary) and e.op not in ("neg", "abs", "not") else 0
+    return own + sum(_count_calls(c) for c in te.children(e))
+
+
+class _RowBuilder:
+    def __init__(self, space: RowSpace, config: Config, name: str) -> None:
+        self.plan = space.plan
+        self.target = space.target
+        self.name = name
+        self.interleave = int(config["accumulators"])  # type: ignore[call-overload]
+        self.chunk = min(int(config["rows_per_chunk"]), self.plan.rows)  # type: ignore[call-overload]
+        self.reuse = bool(config.get("reuse", True))
+        self.reciprocal = bool(config.get("reciprocal", True))
+        self.nchunks = -(-self.plan.rows // self.chunk)
+        self.buffers: list[Buffer] = []
+        self.buf: dict[int, Buffer] = {}
+        self.scratch: set[int] = set()
+        for t in space.inputs:
+            self._add(t, "input", t.shape)
+        for t in space.outputs:
+            self._add(t, "output", t.shape)
+        k = len(self.plan.outer)
+        for s in self.plan.stages:
+            if id(s.tensor) not in self.buf:
+                self._add(s.tensor, "scratch", (self.nchunks, *s.tensor.shape[k:]))
+                self.scratch.add(id(s.tensor))
+
+    def _add(self, t: te.Tensor, role: str, shape: tuple[int, ...]) -> None:
+        b = Buffer(f"{role[0]}{len(self.buffers)}", t.dtype, shape, role)
+        self.buf[id(t)] = b
+        self.buffers.append(b)
+
+    # kernel -------------------------------------------------------------------------------
+    def kernel(self) -> Kernel:
+        ch = te.Var("chunk")
+        if self.chunk == 1:
+            body = self._row(ch, ch)
+        else:
+            rr = te.Var("r")
+            extent = te.minimum(_c(self.chunk), _c(self.plan.rows) - ch * self.chunk)
+            if self.plan.rows % self.chunk == 0:
+                extent = _c(self.chunk)
+            body = For(rr, extent, "serial", self._row(ch * self.chunk + rr, ch))
+        work = self.plan.rows * self.plan.row_len
+        kind = "parallel" if self.nchunks >= 2 and work >= PARALLEL_MIN_WORK else "serial"
+        return Kernel(self.name, self.buffers, [For(ch, _c(self.nchunks), kind, body)])
+
+    def _row(self, row: te.Expr, slot: te.Expr) -> Stmt:
+        self.row, self.slot = row, slot
+        # the row's multi-index, for loads that do not follow the row layout
+        self.row_index: dict[te.Var, te.Expr] = {}
+        rest = row
+        for d in range(len(self.plan.outer) - 1, -1, -1):
+            ext = self.plan.outer[d]
+            v = self.plan.rows_vars[d]
+            self.row_index[v] = _c(0) if ext == 1 else (rest if d == 0 else rest % ext)
+            rest = rest // ext
+        return Seq([self._stage(s) for s in self.plan.stages])
+
+    def _stage(self, s: RowStage) -> Stmt:
+        if s.reduce is not None:
+            return self._reduction(s)
+        body = s.body
+        key = self.plan.reuse_key.get(id(s.tensor))
+        if key is not None and self.reuse:
+            own = te.Load(s.tensor, [*self.plan.rows_vars, *self.plan.col_vars])
+            body = _replace(body, key, own)[0]
+        if self.reciprocal and s.full:
+            body = _by_reciprocal(body, self.plan.col_vars)
+        if not s.full:
+            return Store(self.buf[id(s.tensor)], self._index(s.tensor, []), self.lower(body))
+        cols = [te.Var(f"c{j}") for j in range(len(self.plan.inner))]
+        store = Store(self.buf[id(s.tensor)], self._index(s.tensor, cols),
+                      self._cols(self.lower(body), cols))
+        return self._col_loops(cols, store)
+
+    def _col_loops(self, cols: list[te.Var], body: Stmt, interleave: int = 0) -> Stmt:
+        for j in range(len(cols) - 1, -1, -1):
+            if j == len(cols) - 1:
+                body = For(cols[j], _c(self.plan.inner[j]), "vectorize", body,
+                           interleave=interleave)
+            else:
+                body = For(cols[j], _c(self.plan.inner[j]), "serial", body)
+        return body
+
+    def _cols(self, e: te.Expr, cols: Sequence[te.Expr]) -> te.Expr:
+        return te.substitute(e, dict(zip(self.plan.col_vars, cols, strict=True)))
+
+    def _reduction(self, s: RowStage) -> Stmt:
+        """The statistic accumulates in place over the row; the innermost column loop is
+        vectorised with `accumulators` vectors in flight (LLVM keeps them in registers and
+        combines them at the end; a forced vectorisation may reorder the float reduction)."""
+        assert s.reduce is not None
+        comb = s.reduce.combiner
+        stat = self.buf[id(s.tensor)]
+        at = self._index(s.tensor, [])
+        cols = [te.Var(f"c{j}") for j in range(len(self.plan.inner))]
+        v = self._cols(self.lower(s.body), cols)
+        out = s.reuse_into if self.reuse else None
+        update: Stmt
+        if out is None:
+            update = Store(stat, at, combine(comb, BufLoad(stat, at), v))
+        else:
+            ob, oi = self.buf[id(out)], self._index(out, cols)
+            update = Seq([Store(ob, oi, v),
+                          Store(stat, at, combine(comb, BufLoad(stat, at), BufLoad(ob, oi)))])
+        nest = self._col_loops(cols, update, self.interleave)
+        return Seq([Store(stat, at, self.lower(s.reduce.init)), nest])
+
+    # expressions --------------------------------------------------------------------------
+    def _index(self, t: te.Tensor, cols: Sequence[te.Expr]) -> te.Expr:
+        """Flat index of row element `cols` (or the statistic) of stage/output `t`."""
+        k = len(self.plan.outer)
+        rest = t.shape[k:]
+        idx = list(cols) if cols else [_c(0)] * len(rest)
+        return self._flat(t, idx)
+
+    def _flat(self, t: te.Tensor, rest_idx: Sequence[te.Expr]) -> te.Expr:
+        k = len(self.plan.outer)
+        rest = t.shape[k:]
+        origin = self.slot if id(t) in self.scratch else self.row
+        flat: te.Expr = origin * math.prod(rest)
+        stride = 1
+        for i, n in zip(reversed(list(rest_idx)), reversed(rest), strict=True):
+            flat = flat + i * stride
+            stride *= n
+        return flat
+
+    def lower(self, e: te.Expr) -> te.Expr:
+        """A row-variable expression as loop IR: loads become buffer loads, row variables the
+        row's multi-index; column variables stay for the caller to bind."""
+        if isinstance(e, te.Load):
+            t = e.tensor
+            buf = self.buf[id(t)]
+            k = len(self.plan.outer)
+            idx = [self.lower(i) for i in e.indices]
+            in_row = (t.shape[:k] == self.plan.outer and all(
+                i is v for i, v in zip(e.indices[:k], self.plan.rows_vars, strict=False)))
+            if id(t) in self.scratch or in_row:
+                return BufLoad(buf, self._flat(t, idx[k:]))
+            flat: te.Expr = _c(0)
+            for i, stride in zip(idx, buf.strides, strict=True):
+                flat = flat + i * stride
+            return BufLoad(buf, flat)
+        if isinstance(e, te.Var):
+            return self.row_index.get(e, e)
+        if isinstance(e, te.Const):
+            return e
+        if isinstance(e, te.Binary):
+            return te.binary(e.op, self.lower(e.a), self.lower(e.b))
+        if isinstance(e, te.Unary):
+            return te.Unary(e.op, self.lower(e.a))
+        if isinstance(e, te.Select):
+            return te.select(self.lower(e.cond), self.lower(e.t), self.lower(e.f))
+        if isinstance(e, te.Cast):
+            return te.cast(e.dtype, self.lower(e.a))
+        raise TypeError(f"unexpected {type(e).__name__}")

@@ -1,0 +1,90 @@
+"""Smoke tests of the benchmark scripts: they run end to end on small inputs and print positive
+numbers (the measurements themselves are for benchmarks/RESULTS.md, not for tests)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+
+def _run(script: str, *args: str) -> list[dict]:
+    """Runs a benchmark script; returns its printed rows (one dict literal per line)."""
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [ast.literal_eval(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def test_bench_ops_quick() -> None:
+    rows = _run("bench_ops.py", "--quick", "--runs", "3")
+    cases = [r for r in rows if "case" in r]
+    assert [r["case"] for r in cases] == ["gemm.128", "mv2.960x320.k1s1.7", "softmax.12x128x128"]
+    for r in cases:
+        assert r["check"] == "ok"
+        for key in ("aotc ms", "ort ms", "aotc rate", "ort rate"):
+            assert float(r[key]) > 0, (r["case"], key)
+    assert float(cases[0]["numpy ms"]) > 0 and float(cases[0]["aotc % peak"]) > 0
+    groups = {r["group"] for r in rows if "group" in r}
+    assert groups == {"gemm", "mv2", "softmax"}
+    assert float(next(r for r in rows if "FMA peak GFLOP/s" in r)["FMA peak GFLOP/s"]) > 0
+
+
+def test_bench_models_one_sample_model() -> None:
+    rows = _run("bench_models.py", "--models", "mlp", "--runs", "3", "--threads", "1")
+    mlp = next(r for r in rows if r.get("model") == "mlp" and "threads" in r)
+    assert mlp["check"] == "ok"
+    assert float(mlp["aotc median ms"]) > 0 and float(mlp["onnxruntime median ms"]) > 0
+    ratio = float(mlp["aotc/ort"])
+    gm = next(r for r in rows if r.get("model") == "geometric mean")
+    assert float(gm["aotc/ort"]) == pytest.approx(ratio, abs=0.01)
+    compile_row = next(r for r in rows if "aotc optimize s" in r)
+    assert float(compile_row["aotc optimize s"]) > 0
+
+
+def test_peak_measures_vector_fmas() -> None:
+    from peak import measure_peak
+
+    p = measure_peak(threads=1, reps=1, seconds=0.05)
+    assert p.lanes >= 4 and p.chains >= 8 and p.gflops > 0
+
+
+def _convs_run(model: object, x: object) -> list:
+    """The distinct Conv2d layers a forward pass runs, in order, as ConvLayer with counts."""
+    import torch
+    from conv_layers import ConvLayer
+
+    seen: dict[ConvLayer, int] = {}
+
+    def hook(m: torch.nn.Conv2d, inputs: tuple, _out: object) -> None:
+        key = ConvLayer(m.in_channels, m.out_channels, m.kernel_size[0], m.stride[0],
+                        inputs[0].shape[2], m.groups, 0)
+        seen[key] = seen.get(key, 0) + 1
+
+    for m in model.modules():  # type: ignore[attr-defined]
+        if isinstance(m, torch.nn.Conv2d):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(x)  # type: ignore[operator]
+    return [c._replace(count=n) for c, n in seen.items()]
+
+
+def test_conv_tables_match_the_models() -> None:
+    """conv_layers.py lists exactly the distinct convolutions (with counts) that the models of
+    make_big_models.py run, and their FLOPs add up to the published totals (4.1 and 0.3 GMACs)."""
+    pytest.importorskip("torch")
+    from conv_layers import MOBILENETV2_CONVS, RESNET50_CONVS
+    from make_big_models import build
+
+    for name, table, gflops in (("resnet50", RESNET50_CONVS, 8.17),
+                                ("mobilenetv2", MOBILENETV2_CONVS, 0.60)):
+        assert _convs_run(*build(name)) == list(table), name
+        total = sum(c.flops * c.count for c in table) / 1e9
+        assert total == pytest.approx(gflops, rel=0.01)

@@ -1,0 +1,238 @@
+"""The tensorized GEMM template: which computations it matches, and that every schedule it can
+build (each register block, K blocking, operand mode, parallel axis) computes what onnxruntime
+and numpy compute, through the whole compiler and on single kernels."""
+
+import ctypes
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from kernel_harness import link_serial  # noqa: E402
+from program_runner import check_model, check_node  # noqa: E402
+
+from lowering import te  # noqa: E402
+from lowering.ops import OPS, OpContext  # noqa: E402
+from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
+from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
+from targets.cpu.microkernels import gemm_blocks  # noqa: E402
+from targets.cpu.target import NAMED_TARGETS, host_target  # noqa: E402
+
+RNG = np.random.default_rng(1)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def op_outputs(op, inputs, consts, out_shape, **attrs):
+    ctx = OpContext(node="n", op_type=op, attrs=attrs, inputs=inputs, consts=consts,
+                    out_shapes=[out_shape], out_dtypes=["float32"])
+    return OPS[op](ctx)
+
+
+def conv_te(c, k, h, kh, stride=1, pad=0, group=1, n=1, bias=True):
+    x = te.placeholder((n, c, h, h), "float32", "x")
+    w = te.placeholder((k, c // group, kh, kh), "float32", "w")
+    b = te.placeholder((k,), "float32", "b") if bias else None
+    oh = (h + 2 * pad - kh) // stride + 1
+    wv = rand(k, c // group, kh, kh)
+    out = op_outputs("Conv", [x, w, b], [None, wv, None], (n, k, oh, oh),
+                     pads=[pad] * 4, strides=[stride, stride], group=group)[0]
+    return [x, w] + ([b] if b is not None else []), out, wv
+
+
+# matching -----------------------------------------------------------------------------------
+
+def test_matmul_groups():
+    a = te.placeholder((2, 40, 64), "float32", "a")
+    b = te.placeholder((2, 64, 50), "float32", "b")
+    out = op_outputs("MatMul", [a, b], [None, None], (2, 40, 50))[0]
+    pat = analyze([out])
+    assert pat is not None
+    assert (pat.batch.size, pat.m.size, pat.n.size, pat.k.size) == (2, 40, 50, 64)
+    assert pat.a.tensor is a and pat.b.tensor is b
+
+
+def test_conv_is_implicit_gemm():
+    ins, out, _ = conv_te(16, 32, 20, 3, pad=1)
+    pat = analyze([out])
+    assert pat is not None
+    # M = output channels, N = output pixels (oh, ow), K = input channels x window
+    assert (pat.m.size, pat.n.size, pat.k.size) == (32, 400, 16 * 9)
+    assert pat.a.tensor is ins[1]
+    assert len(pat.pre) == 1  # the padded copy of the input
+
+
+def test_no_match_for_depthwise_and_matvec():
+    _, dw, _ = conv_te(32, 32, 20, 3, pad=1, group=32)
+    assert analyze([dw]) is None
+    a = te.placeholder((300, 400), "float32", "a")
+    v = te.placeholder((400,), "float32", "v")
+    mv = op_outputs("MatMul", [a, v], [None, None], (300,))[0]
+    assert analyze([mv]) is None
+
+
+def test_register_blocks_fit_the_target():
+    for t in (host_target(), NAMED_TARGETS["cpu-avx2"], NAMED_TARGETS["aarch64"]):
+        for blk in gemm_blocks(t):
+            assert blk.mr * blk.nv + blk.nv + 1 <= t.vector_registers
+            assert blk.lanes == t.vector_lanes_f32
+
+
+# every configuration of a space computes the same result -------------------------------------
+
+def run_all(space: GemmSpace, configs, arrays):
+    """Build every configuration into one object (one LLVM run, one link) and run each."""
+    built = [space.build(cfg, f"kt{i}") for i, cfg in enumerate(configs)]
+    mb = ModuleBuilder(space.target)
+    for b in built:
+        mb.add_kernel(b.kernel)
+    obj, _ = optimize_and_emit(mb.text(), space.target)
+    lib = link_serial(obj)
+    results = []
+    for b in built:
+        keep = []
+        for i, buf in enumerate(b.kernel.buffers):
+            if buf.role == "input":
+                a = arrays[i]
+                if i in b.const_transforms:
+                    a = b.const_transforms[i](a)
+                keep.append(np.ascontiguousarray(a, dtype=np.float32))
+            else:
+                keep.append(np.full(buf.shape, np.nan, np.float32))
+            assert keep[-1].shape == tuple(buf.shape)
+        ptrs = (ctypes.c_void_p * len(keep))(*[a.ctypes.data for a in keep])
+        assert getattr(lib, b.kernel.name)(None, ptrs, None) == 0
+        results.append(keep[len(space.inputs)])
+    return results
+
+
+def all_configs(space):
+    """Every option of every knob at least once (the rest at the cost model's choice), plus
+    a few random combinations."""
+    base = space.default_config()
+    seen = []
+    for knob in space.knobs:
+        for opt in knob.options:
+            cfg = {**base, knob.name: opt}
+            if cfg not in seen:
+                seen.append(cfg)
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        cfg = {k.name: k.options[rng.integers(len(k.options))] for k in space.knobs}
+        if cfg not in seen:
+            seen.append(cfg)
+    return seen
+
+
+def test_every_matmul_schedule():
+    m, k, n = 37, 300, 53
+    a = te.placeholder((m, k), "float32", "a")
+    b = te.placeholder((k, n), "float32", "b")
+    out = op_outputs("MatMul", [a, b], [None, None], (m, n))[0]
+    av, bv = rand(m, k), rand(k, n)
+    for consts in ([None, None], [None, bv]):
+        space = GemmTemplate.match([a, b], [out], consts, host_target())
+        assert space is not None
+        configs = list(all_configs(space))
+        assert len(configs) > 8 and len(space.knobs) == 5
+        for cfg, got in zip(configs, run_all(space, configs, [av, bv]), strict=True):
+            np.testing.assert_allclose(got, av @ bv, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def test_every_conv_schedule():
+    ins, out, wv = conv_te(6, 20, 11, 3, stride=2, pad=1)
+    xv, bv = rand(1, 6, 11, 11), rand(20)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    assert space is not None
+    configs = list(all_configs(space))
+    ref = _conv_ref(xv, wv, bv, 2, 1)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def _conv_ref(x, w, b, stride, pad):
+    n, c, h, _ = x.shape
+    k, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - kh) // stride + 1
+    out = np.zeros((n, k, oh, oh), np.float64)
+    for r in range(kh):
+        for s in range(kw):
+            patch = xp[:, :, r:r + stride * oh:stride, s:s + stride * oh:stride]
+            out += np.einsum("nchw,kc->nkhw", patch, w[:, :, r, s])
+    return (out + b[None, :, None, None]).astype(np.float32)
+
+
+@pytest.mark.parametrize("target", ["cpu-avx2", "aarch64"])
+def test_other_targets_compile(target):
+    t = NAMED_TARGETS[target]
+    ins, out, wv = conv_te(8, 24, 9, 3, pad=1)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], t)
+    assert space is not None
+    mb = ModuleBuilder(t)
+    base = space.default_config()
+    for i, cfg in enumerate({**base, "block": b} for b in space.knobs[0].options):
+        mb.add_kernel(space.build(cfg, f"kt{i}").kernel)
+    obj, _ = optimize_and_emit(mb.text(), t)
+    assert len(obj) > 0
+
+
+# through the whole compiler, against onnxruntime ---------------------------------------------
+
+@pytest.mark.parametrize("a_shape,b_shape,const_b", [
+    ((37, 53), (53, 290), True),
+    ((37, 53), (53, 290), False),
+    ((1, 128), (128, 300), True),
+    ((2, 33, 40), (2, 40, 70), False),     # batched, both operands at run time
+    ((3, 20, 64), (64, 50), True),         # batch broadcast against constant weights
+    ((2, 4, 50, 64), (2, 4, 64, 50), False),  # attention-like scores
+])
+def test_matmul_against_ort(a_shape, b_shape, const_b):
+    check_node("MatMul", [rand(*a_shape), rand(*b_shape)], consts={1} if const_b else set())
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_gemm_transposes_against_ort(trans_a, trans_b):
+    m, k, n = 45, 70, 130
+    a = rand(k, m) if trans_a else rand(m, k)
+    b = rand(n, k) if trans_b else rand(k, n)
+    check_node("Gemm", [a, b, rand(n)], consts={1, 2}, transA=trans_a, transB=trans_b,
+               alpha=0.5, beta=2.0)
+
+
+@pytest.mark.parametrize("shape,kernel,attrs", [
+    ((1, 16, 20, 20), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 16, 20, 20), (32, 16, 3, 3), {"pads": [1, 1, 1, 1]}),           # batch 2
+    ((1, 32, 15, 15), (64, 32, 1, 1), {}),                                  # 1x1 direct
+    ((1, 32, 15, 15), (64, 32, 1, 1), {"strides": [2, 2]}),                 # 1x1 stride 2
+    ((1, 3, 33, 33), (24, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}),  # stem
+    ((1, 16, 17, 17), (32, 8, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),   # grouped
+    ((1, 16, 17, 17), (24, 16, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((1, 16, 12, 20), (24, 16, 3, 5), {"pads": [1, 2, 1, 2]}),              # non-square
+])
+def test_conv_against_ort(shape, kernel, attrs):
+    check_node("Conv", [rand(*shape), rand(*kernel), rand(kernel[0])], consts={1, 2}, **attrs)
+
+
+def test_conv_with_relu_and_residual_against_ort():
+    """Conv + bias + residual Add + Relu: the epilogue runs in the GEMM kernel."""
+    w = numpy_helper.from_array(rand(32, 32, 3, 3), "w")
+    b = numpy_helper.from_array(rand(32), "b")
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "x"], ["s"]),
+        helper.make_node("Relu", ["s"], ["y"]),
+    ]
+    g = helper.make_graph(nodes, "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 14, 14])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 14, 14])],
+                          [w, b])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    model = onnx.shape_inference.infer_shapes(model)
+    check_model(model, [rand(1, 32, 14, 14)])

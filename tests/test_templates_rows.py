@@ -1,0 +1,228 @@
+"""Row-wise (softmax/layernorm/trailing reductions) and depthwise-convolution templates.
+
+Whole-pipeline checks against onnxruntime on odd shapes (rows not a multiple of the vector
+width, one row, stride 2, pads 0/1/2, dilation, channel multiplier), a check that the template
+(not the default space) built the kernel, every knob configuration against numpy, the structure
+the templates promise (one loop over rows; exp computed once per element; no conditions in the
+depthwise interior) and computations the templates must leave to the default space.
+"""
+
+import itertools
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from kernel_harness import run_kernel  # noqa: E402
+from program_runner import check_node  # noqa: E402
+
+from lowering import te  # noqa: E402
+from lowering.loop_ir import For, Kernel, Seq, format_kernel  # noqa: E402
+from lowering.ops import OPS, OpContext  # noqa: E402
+from lowering.ops.nn.conv import conv_compute  # noqa: E402
+from lowering.ops.nn.geometry import Window, window_source  # noqa: E402
+from lowering.search import select  # noqa: E402
+from targets.cpu.target import host_target  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def lowered(op, inputs, attrs, out_shapes, consts=None):
+    """Tensor expressions of one operator on placeholders of the given shapes."""
+    phs = [te.placeholder(a.shape, "float32", f"in{i}") for i, a in enumerate(inputs)]
+    ctx = OpContext(node="n", op_type=op, attrs=attrs, inputs=phs,
+                    consts=consts or [None] * len(phs), out_shapes=out_shapes,
+                    out_dtypes=["float32"] * len(out_shapes), file=None)
+    return phs, OPS[op](ctx)
+
+
+def space_kind(phs, outs):
+    return select.space_for(phs, outs, [None] * len(phs), host_target()).kind
+
+
+def all_configs(space):
+    names = [k.name for k in space.knobs]
+    return [dict(zip(names, vals, strict=True))
+            for vals in itertools.product(*(k.options for k in space.knobs))]
+
+
+# Row template ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape", [(5, 37), (1, 200), (2, 3, 129), (3, 1000)])
+def test_softmax_rows(op, shape):
+    x = rand(*shape) * 4
+    phs, outs = lowered(op, [x], {"axis": -1}, [shape])
+    assert space_kind(phs, outs) == "rows"
+    check_node(op, [x], axis=-1)
+
+
+def test_softmax_extremes_rows():
+    x = rand(4, 40)
+    x[0] = -np.inf
+    x[1, 3] = np.inf
+    x[2, :5] = 80.0
+    check_node("Softmax", [x], axis=-1)
+
+
+@pytest.mark.parametrize("shape,axis,norm", [((6, 37), -1, (37,)), ((2, 3, 5, 7), 2, (5, 7)),
+                                             ((1, 100), 1, (100,))])
+def test_layernorm_rows(shape, axis, norm):
+    x, scale, bias = rand(*shape) * 3 + 1, rand(*norm), rand(*norm)
+    phs, outs = lowered("LayerNormalization", [x, scale, bias], {"axis": axis}, [shape])
+    assert space_kind(phs, outs) == "rows"
+    check_node("LayerNormalization", [x, scale, bias], consts={1, 2}, axis=axis)
+
+
+def test_layernorm_stats_rows():
+    x, scale = rand(3, 4, 21), rand(21)
+    check_node("LayerNormalization", [x, scale], consts={1}, axis=-1, n_out=3)
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceL2", "ReduceLogSumExp"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_trailing_reductions_rows(op, keepdims):
+    x = rand(7, 45)
+    axes = np.array([-1], dtype=np.int64)
+    check_node(op, [x, axes], consts={1}, keepdims=keepdims)
+
+
+def test_argmax_rows():
+    check_node("ArgMax", [rand(6, 33)], axis=-1)
+
+
+def test_row_knobs_against_numpy():
+    """Every configuration of the space (accumulators, rows per chunk, reuse, reciprocal)."""
+    shape = (7, 53)
+    x = rand(*shape) * 3
+    phs, outs = lowered("Softmax", [x], {"axis": -1}, [shape])
+    space = select.space_for(phs, outs, [None], host_target())
+    e = np.exp(x - x.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    configs = all_configs(space)
+    assert {k.name for k in space.knobs} >= {"accumulators", "rows_per_chunk", "reuse"}
+    for cfg in configs:
+        (got,) = run_kernel(space.build(cfg, "k").kernel, [x])
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7, err_msg=str(cfg))
+
+
+def test_row_kernel_is_one_pass_over_rows():
+    shape = (128, 300)
+    phs, outs = lowered("Softmax", [rand(*shape)], {"axis": -1}, [shape])
+    space = select.space_for(phs, outs, [None], host_target())
+    kernel = space.build(space.default_config(), "k").kernel
+    assert len(kernel.stages) == 1
+    loop = kernel.stages[0]
+    assert isinstance(loop, For) and loop.kind == "parallel"
+    text = format_kernel(kernel)
+    assert text.count("exp(") == 1  # the output row holds exp(x - max); rescaled in place
+    # scratch is per chunk of rows, not per element
+    assert all(b.size <= shape[0] for b in kernel.buffers if b.role == "scratch")
+
+
+@pytest.mark.parametrize("op,attrs,shape", [
+    ("Softmax", {"axis": 1}, (4, 37, 5)),  # reduces a middle axis: strided rows
+    ("ReduceSum", {"keepdims": 0}, (40, 9)),  # over axis 0
+])
+def test_rows_not_matched(op, attrs, shape):
+    x = rand(*shape)
+    if op == "ReduceSum":
+        axes = np.array([0], dtype=np.int64)
+        phs, outs = lowered(op, [x, axes], attrs, [(9,)], consts=[None, axes])
+        assert space_kind(phs[:1], outs) == "default"
+        check_node(op, [x, axes], consts={1}, **attrs)
+    else:
+        phs, outs = lowered(op, [x], attrs, [shape])
+        assert space_kind(phs, outs) == "default"
+        check_node(op, [x], **attrs)
+
+
+# Depthwise template ------------------------------------------------------------------------
+
+DW_CASES = [
+    (3, 7, 9, 3, 1, {"pads": [1, 1, 1, 1]}),
+    (4, 10, 13, 3, 1, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    (4, 10, 13, 5, 1, {"pads": [2, 2, 2, 2]}),
+    (4, 10, 13, 5, 1, {"pads": [2, 1, 0, 2], "strides": [2, 1]}),
+    (5, 9, 20, 3, 1, {}),
+    (3, 11, 17, 3, 1, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+    (3, 11, 17, 3, 2, {"pads": [1, 1, 1, 1]}),
+    (3, 1, 17, 3, 1, {"pads": [1, 1, 1, 1]}),
+    (6, 12, 12, 3, 1, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}),
+]
+
+
+@pytest.mark.parametrize("c,h,w,k,mult,attrs", DW_CASES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_depthwise(c, h, w, k, mult, attrs, bias):
+    x = rand(2, c, h, w)
+    ins = [x, rand(c * mult, 1, k, k)] + ([rand(c * mult)] if bias else [])
+    check_node("Conv", ins, consts={1, 2}, group=c, **attrs)
+
+
+def _dw_tensors(c=5, h=9, w=21, stride=2, pad=1, relu=False):
+    x = te.placeholder((1, c, h, w), "float32", "x")
+    wt = te.placeholder((c, 1, 3, 3), "float32", "w")
+    b = te.placeholder((c,), "float32", "b")
+    win = Window((3, 3), (stride, stride), (1, 1), (pad, pad), (pad, pad))
+    oh = (h + 2 * pad - 3) // stride + 1
+    ow = (w + 2 * pad - 3) // stride + 1
+    src = window_source(x, win, (h, w), (oh, ow), 0.0)
+    y = conv_compute(src, wt, b, win, (1, c, oh, ow), c)
+    if relu:
+        y = te.compute(y.shape, lambda *i: te.maximum(y[i], te.const(0.0)), name="relu")
+    return [x, wt, b], [y]
+
+
+def _dw_numpy(x, wt, b, stride, pad):
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh = (h + 2 * pad - 3) // stride + 1
+    ow = (w + 2 * pad - 3) // stride + 1
+    y = np.zeros((n, c, oh, ow), np.float64) + b[None, :, None, None]
+    for r0 in range(3):
+        for r1 in range(3):
+            win = xp[:, :, r0:r0 + stride * oh:stride, r1:r1 + stride * ow:stride]
+            y += win * wt[None, :, 0, r0, r1, None, None]
+    return y.astype(np.float32)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+def test_depthwise_knobs_and_epilogue(relu):
+    ins, outs = _dw_tensors(relu=relu)
+    space = select.space_for(ins, outs, [None] * 3, host_target())
+    assert space.kind == "depthwise"
+    x, wt, b = rand(1, 5, 9, 21), rand(5, 1, 3, 3), rand(5)
+    want = _dw_numpy(x, wt, b, 2, 1)
+    if relu:
+        want = np.maximum(want, 0)
+    for cfg in all_configs(space):
+        (got,) = run_kernel(space.build(cfg, "k").kernel, [x, wt, b])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(cfg))
+
+
+def _stores_with_select(s) -> list:
+    if isinstance(s, For):
+        return _stores_with_select(s.body)
+    if isinstance(s, Seq):
+        return [x for st in s.stmts for x in _stores_with_select(st)]
+    return [s] if "select(" in repr(s) else []
+
+
+def test_depthwise_reads_input_without_conditions():
+    """No padded copy (one stage, the input read directly) and no select anywhere: the border
+    runs drop their out-of-bounds taps at compile time."""
+    ins, outs = _dw_tensors(h=20, w=33, stride=1, pad=1)
+    space = select.space_for(ins, outs, [None] * 3, host_target())
+    kernel: Kernel = space.build(space.default_config(), "k").kernel
+    assert len(kernel.stages) == 1
+    assert not [b for b in kernel.buffers if b.role == "scratch"]
+    text = format_kernel(kernel)
+    assert "select(" not in text and "vectorize" in text
+    assert not _stores_with_select(kernel.stages[0])
