@@ -33,7 +33,7 @@ class Affine:
         return self.terms.get(_key(v), (v, 0))[1]
 
     def depends_only_linearly(self, v: te.Var) -> bool:
-        return all(atom is v or not _mentions(atom, v) for atom, _ in self.terms.values())
+        return all(atom is v or not te.mentions(atom, v) for atom, _ in self.terms.values())
 
     def to_expr(self) -> te.Expr:
         out: te.Expr = te.Const(self.const, "int64")
@@ -44,12 +44,6 @@ class Affine:
 
 def _key(e: te.Expr) -> str:
     return f"{type(e).__name__}:{id(e)}" if isinstance(e, te.Var) else repr(e)
-
-
-def _mentions(e: te.Expr, v: te.Var) -> bool:
-    if e is v:
-        return True
-    return any(_mentions(c, v) for c in te.children(e))
 
 
 def as_affine(e: te.Expr) -> Affine | None:

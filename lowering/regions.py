@@ -34,15 +34,11 @@ def _sweep(form: Affine, inner: dict[te.Var, int]) -> tuple[Affine, int, int] | 
         if isinstance(atom, te.Var) and atom in inner:
             span = coef * (inner[atom] - 1)
             lo, hi = lo + min(0, span), hi + max(0, span)
-        elif any(_mentions(atom, v) for v in inner):
+        elif any(te.mentions(atom, v) for v in inner):
             return None  # an inner variable under a division: not affine
         else:
             fixed.terms[key] = (atom, coef)
     return fixed, lo, hi
-
-
-def _mentions(e: te.Expr, v: te.Var) -> bool:
-    return e is v or any(_mentions(c, v) for c in te.children(e))
 
 
 def _dimension(indices: Sequence[te.Expr], size: int, inner: dict[te.Var, int],

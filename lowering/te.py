@@ -474,3 +474,35 @@ def _substitute_other(e: Expr, vmap: dict[Var, Expr]) -> Expr:
     if sub is None:
         raise TEError(f"cannot substitute into {type(e).__name__}")
     return sub(vmap)
+
+
+def map_children(e: Expr, f: Callable[[Expr], Expr]) -> Expr:
+    """`e` rebuilt with `f` applied to each direct child (leaves are returned as they are)."""
+    if isinstance(e, Binary):
+        return binary(e.op, f(e.a), f(e.b))
+    if isinstance(e, Unary):
+        return Unary(e.op, f(e.a))
+    if isinstance(e, Select):
+        return select(f(e.cond), f(e.t), f(e.f))
+    if isinstance(e, Cast):
+        return cast(e.dtype, f(e.a))
+    if isinstance(e, Load):
+        return Load(e.tensor, [f(i) for i in e.indices])
+    if isinstance(e, Reduce):
+        return Reduce(e.combiner, f(e.body), e.axes, f(e.init))
+    return e
+
+
+def expand_inline(e: Expr) -> Expr:
+    """`e` with every load of an inline compute replaced by that compute's body."""
+    if isinstance(e, Load) and e.tensor.op is not None and e.tensor.op.inline:
+        op = e.tensor.op
+        idx = [expand_inline(i) for i in e.indices]
+        return expand_inline(substitute(op.body, {ax.var: i for ax, i in
+                                                  zip(op.axes, idx, strict=True)}))
+    return map_children(e, expand_inline)
+
+
+def mentions(e: Expr, v: Var) -> bool:
+    """Whether variable `v` occurs in `e`."""
+    return e is v or any(mentions(c, v) for c in children(e))

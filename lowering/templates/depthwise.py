@@ -28,7 +28,6 @@ from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
 from lowering.lower import flat_index, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
-from lowering.templates.rows import expand_inline, mentions
 
 I64 = "int64"
 # More runs than this along an axis (strided fills, odd padding conditions): not this template.
@@ -132,20 +131,20 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
     assert isinstance(red, te.Reduce)
     if red.combiner != "sum" or op.inline or len(p.shape) != 4 or len(red.axes) != 2:
         return None
-    body = expand_inline(red.body)
+    body = te.expand_inline(red.body)
     if not (isinstance(body, te.Binary) and body.op == "mul"
             and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
         return None
     n, k, oh, ow = (ax.var for ax in op.axes)
     src, wl = body.a, body.b
-    if any(mentions(i, oh) or mentions(i, ow) for i in wl.indices):
+    if any(te.mentions(i, oh) or te.mentions(i, ow) for i in wl.indices):
         src, wl = wl, src
-    if any(mentions(i, v) for i in wl.indices for v in (n, oh, ow)):
+    if any(te.mentions(i, v) for i in wl.indices for v in (n, oh, ow)):
         return None
     if len(src.indices) != 4 or src.indices[0] is not n:
         return None
     chan = src.indices[1]
-    if any(mentions(chan, v) for v in (n, oh, ow, red.axes[0].var, red.axes[1].var)):
+    if any(te.mentions(chan, v) for v in (n, oh, ow, red.axes[0].var, red.axes[1].var)):
         return None
     rvars = [ax.var for ax in red.axes]
     ext = {ax.var: ax.extent for ax in red.axes}
@@ -190,7 +189,7 @@ def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] 
     if t.op.reduce_axes or len(t.shape) != 4:
         return None
     pn, pc, ph, pw = (ax.var for ax in t.op.axes)
-    body = expand_inline(t.op.body)
+    body = te.expand_inline(t.op.body)
     conds: list[te.Expr] = []
     if isinstance(body, te.Select):
         if not (isinstance(body.f, te.Const) and body.f.value == 0):
@@ -208,8 +207,8 @@ def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] 
         f = as_affine(idx)
         if f is None or f.coefficient(var) != 1 or len(f.terms) != 1:
             return None
-        mine = [c for c in conds if mentions(c, var)]
-        if any(mentions(c, v) for c in mine for v in (pn, pc, ph if d else pw)):
+        mine = [c for c in conds if te.mentions(c, var)]
+        if any(te.mentions(c, v) for c in mine for v in (pn, pc, ph if d else pw)):
             return None
         try:
             ok = [all(bool(eval_int(c, {var: q})) for c in mine) for q in range(t.shape[2 + d])]
@@ -219,7 +218,7 @@ def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] 
             return None
         valid.append(ok)
         shifts.append(-f.const)
-    if any(not any(mentions(c, v) for v in (ph, pw)) for c in conds):
+    if any(not any(te.mentions(c, v) for v in (ph, pw)) for c in conds):
         return None
     return x, valid[0], valid[1], shifts[0], shifts[1]
 
@@ -236,7 +235,7 @@ def _epilogue(stages: list[te.Tensor], p: te.Tensor, out: te.Tensor) -> te.Tenso
     if readers != [out]:
         return False
     axes = [ax.var for ax in out.op.axes]
-    body = expand_inline(out.op.body)
+    body = te.expand_inline(out.op.body)
     stack = [body]
     while stack:
         e = stack.pop()
@@ -360,7 +359,7 @@ class _Builder:
         if pat.epilogue is not None:
             target = pat.epilogue
             axes = [ax.var for ax in pat.epilogue.op.axes]  # type: ignore[union-attr]
-            body = expand_inline(pat.epilogue.op.body)  # type: ignore[union-attr]
+            body = te.expand_inline(pat.epilogue.op.body)  # type: ignore[union-attr]
             body = _replace_load(body, pat.conv, acc)
             acc = self._lower(te.substitute(body, dict(zip(axes, [env[pat.n], env[pat.k], oh, ow],
                                                                strict=True))))

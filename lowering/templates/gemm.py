@@ -50,34 +50,6 @@ def _c(v: int) -> te.Const:
     return te.Const(v, I64)
 
 
-def _mentions(e: te.Expr, v: te.Var) -> bool:
-    if e is v:
-        return True
-    return any(_mentions(c, v) for c in te.children(e))
-
-
-def inline_all(e: te.Expr) -> te.Expr:
-    """`e` with every load of an inline compute replaced by that compute's body."""
-    if isinstance(e, te.Load):
-        idx = [inline_all(i) for i in e.indices]
-        t = e.tensor
-        if t.op is not None and t.op.inline:
-            vmap = {ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)}
-            return inline_all(te.substitute(t.op.body, vmap))
-        return te.Load(t, idx)
-    if isinstance(e, (te.Var, te.Const)):
-        return e
-    if isinstance(e, te.Binary):
-        return te.binary(e.op, inline_all(e.a), inline_all(e.b))
-    if isinstance(e, te.Unary):
-        return te.Unary(e.op, inline_all(e.a))
-    if isinstance(e, te.Select):
-        return te.select(inline_all(e.cond), inline_all(e.t), inline_all(e.f))
-    if isinstance(e, te.Cast):
-        return te.cast(e.dtype, inline_all(e.a))
-    raise TypeError(f"unexpected {type(e).__name__}")
-
-
 def _loads_of(e: te.Expr, t: te.Tensor) -> list[te.Load]:
     out = [e] if isinstance(e, te.Load) and e.tensor is t else []
     for c in te.children(e):
@@ -134,7 +106,7 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     assert isinstance(red, te.Reduce)
     if red.combiner != "sum" or p.dtype != "float32" or p.op.inline:  # type: ignore[union-attr]
         return None
-    body = inline_all(red.body)
+    body = te.expand_inline(red.body)
     if not (isinstance(body, te.Binary) and body.op == "mul"
             and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
         return None
@@ -145,7 +117,7 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
         out = outputs[0]
         if after != [out] or out.shape != p.shape or out.op.inline:  # type: ignore[union-attr]
             return None
-        flat_body = inline_all(out.op.body)  # type: ignore[union-attr]
+        flat_body = te.expand_inline(out.op.body)  # type: ignore[union-attr]
         if isinstance(flat_body, te.Reduce):
             return None
         axes = [ax.var for ax in out.op.axes]  # type: ignore[union-attr]
@@ -160,7 +132,7 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     reduce_axes = list(red.axes)
 
     def uses(load: te.Load, v: te.Var) -> bool:
-        return any(_mentions(i, v) for i in load.indices)
+        return any(te.mentions(i, v) for i in load.indices)
 
     role = []
     for ax in spatial:
@@ -257,7 +229,7 @@ class GemmSpace(ScheduleSpace):
         for i, x in enumerate(self.inputs):
             if x is t and self.consts[i] is not None:
                 for v in self.pat.batch.vars:
-                    if any(_mentions(ix, v) for ix in load.indices):
+                    if any(te.mentions(ix, v) for ix in load.indices):
                         return None
                 return i
         return None
@@ -615,7 +587,7 @@ class _Builder:
             value = acc
         else:
             e = p.epilogue
-            body = inline_all(e.op.body)  # type: ignore[union-attr]
+            body = te.expand_inline(e.op.body)  # type: ignore[union-attr]
             body = _replace_loads(body, p.product, acc)
             # the epilogue's axes correspond one to one to the product's (same shape)
             axes = {ea.var: vmap[pa.var] for ea, pa in zip(
@@ -626,39 +598,19 @@ class _Builder:
 
 
 def _replace_loads(e: te.Expr, t: te.Tensor, by: te.Expr) -> te.Expr:
+    """`e` with every load of `t` replaced by the (already lowered) value `by`."""
     if isinstance(e, te.Load) and e.tensor is t:
         return by
-    if isinstance(e, (te.Var, te.Const, BufLoad)):
+    if isinstance(e, BufLoad):
         return e
-    if isinstance(e, te.Load):
-        return te.Load(e.tensor, [_replace_loads(i, t, by) for i in e.indices])
-    if isinstance(e, te.Binary):
-        return te.binary(e.op, _replace_loads(e.a, t, by), _replace_loads(e.b, t, by))
-    if isinstance(e, te.Unary):
-        return te.Unary(e.op, _replace_loads(e.a, t, by))
-    if isinstance(e, te.Select):
-        return te.select(_replace_loads(e.cond, t, by), _replace_loads(e.t, t, by),
-                         _replace_loads(e.f, t, by))
-    if isinstance(e, te.Cast):
-        return te.cast(e.dtype, _replace_loads(e.a, t, by))
-    raise TypeError(f"unexpected {type(e).__name__}")
+    return te.map_children(e, lambda c: _replace_loads(c, t, by))
 
 
 def _simplify_loads(e: te.Expr) -> te.Expr:
     """Fold the flattened indices of every buffer load."""
     if isinstance(e, BufLoad):
         return BufLoad(e.buf, simplify_index(e.index))
-    if isinstance(e, (te.Var, te.Const)):
-        return e
-    if isinstance(e, te.Binary):
-        return te.binary(e.op, _simplify_loads(e.a), _simplify_loads(e.b))
-    if isinstance(e, te.Unary):
-        return te.Unary(e.op, _simplify_loads(e.a))
-    if isinstance(e, te.Select):
-        return te.select(_simplify_loads(e.cond), _simplify_loads(e.t), _simplify_loads(e.f))
-    if isinstance(e, te.Cast):
-        return te.cast(e.dtype, _simplify_loads(e.a))
-    raise TypeError(f"unexpected {type(e).__name__}")
+    return te.map_children(e, _simplify_loads)
 
 
 def _bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:

@@ -41,34 +41,6 @@ def _c(v: int) -> te.Const:
     return te.Const(v, I64)
 
 
-def expand_inline(e: te.Expr) -> te.Expr:
-    """`e` with every load of an inline compute replaced by that compute's body."""
-    if isinstance(e, te.Load):
-        idx = [expand_inline(i) for i in e.indices]
-        t = e.tensor
-        if t.op is not None and t.op.inline:
-            vmap = {ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)}
-            return expand_inline(te.substitute(t.op.body, vmap))
-        return te.Load(t, idx)
-    if isinstance(e, te.Reduce):
-        return te.Reduce(e.combiner, expand_inline(e.body), e.axes, expand_inline(e.init))
-    if isinstance(e, (te.Var, te.Const)):
-        return e
-    if isinstance(e, te.Binary):
-        return te.binary(e.op, expand_inline(e.a), expand_inline(e.b))
-    if isinstance(e, te.Unary):
-        return te.Unary(e.op, expand_inline(e.a))
-    if isinstance(e, te.Select):
-        return te.select(expand_inline(e.cond), expand_inline(e.t), expand_inline(e.f))
-    if isinstance(e, te.Cast):
-        return te.cast(e.dtype, expand_inline(e.a))
-    raise TypeError(f"unexpected {type(e).__name__}")
-
-
-def mentions(e: te.Expr, v: te.Var) -> bool:
-    return e is v or any(mentions(c, v) for c in te.children(e))
-
-
 def loads_in(e: te.Expr) -> list[te.Load]:
     out = [e] if isinstance(e, te.Load) else []
     for c in te.children(e):
@@ -189,7 +161,7 @@ def _plan(stages: list[te.Tensor], outer: tuple[int, ...], inner: tuple[int, ...
         vmap: dict[te.Var, te.Expr] = {ax.var: plan.rows_vars[d] for d, ax in enumerate(op.axes[:k])}
         for j, ax in enumerate(op.axes[k:]):
             vmap[ax.var] = plan.col_vars[j] if full else _c(0)
-        body = expand_inline(op.body)
+        body = te.expand_inline(op.body)
         red = None
         if isinstance(body, te.Reduce):
             if full or tuple(ax.extent for ax in body.axes) != inner:
@@ -220,9 +192,9 @@ def _reads_ok(plan: RowPlan, e: te.Expr, known: set[int]) -> bool:
                 return False
             if any(i is not v for i, v in zip(ld.indices[:k], plan.rows_vars, strict=True)):
                 return False
-        if ld.indices and any(mentions(i, last) for i in ld.indices[:-1]):
+        if ld.indices and any(te.mentions(i, last) for i in ld.indices[:-1]):
             return False
-        if ld.indices and mentions(ld.indices[-1], last) and ld.indices[-1] is not last:
+        if ld.indices and te.mentions(ld.indices[-1], last) and ld.indices[-1] is not last:
             return False
     return True
 
@@ -306,13 +278,13 @@ class RowSpace(ScheduleSpace):
 def _row_divisions(e: te.Expr, cols: Sequence[te.Var]) -> int:
     """Float divisions in `e` by a value that is the same along the row."""
     own = int(isinstance(e, te.Binary) and e.op == "div" and e.dtype in te.FLOAT_DTYPES
-              and not any(mentions(e.b, c) for c in cols))
+              and not any(te.mentions(e.b, c) for c in cols))
     return own + sum(_row_divisions(c, cols) for c in te.children(e))
 
 
 def _by_reciprocal(e: te.Expr, cols: Sequence[te.Var]) -> te.Expr:
     if (isinstance(e, te.Binary) and e.op == "div" and e.dtype in te.FLOAT_DTYPES
-            and not any(mentions(e.b, c) for c in cols)):
+            and not any(te.mentions(e.b, c) for c in cols)):
         return _by_reciprocal(e.a, cols) * (te.Const(1, e.dtype) / e.b)
     if isinstance(e, te.Binary):
         return te.binary(e.op, _by_reciprocal(e.a, cols), _by_reciprocal(e.b, cols))
