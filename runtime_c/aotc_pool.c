@@ -1,6 +1,10 @@
 /* aotc_pool.c: the thread pool behind aotc_parallel_for. Workers start once (at context creation);
  * between loops they spin briefly on a generation counter, then sleep on a condition variable.
- * Handing out a loop takes no lock unless a worker is asleep; a loop creates no thread. */
+ * A loop is cut into a few contiguous chunks per thread that every thread, the caller included,
+ * claims one at a time from an atomic counter: a worker the OS has taken off its core holds back
+ * at most the one chunk it claimed, and one that has not woken up holds back nothing, since the
+ * caller waits for chunks to finish, not for workers to check in. Handing out a loop takes no
+ * lock unless a worker is asleep; a loop creates no thread. */
 #define _POSIX_C_SOURCE 200809L
 
 #include "aotc_runtime.h"
@@ -21,11 +25,22 @@
 #define AOTC_SPIN_NS 200000 /* how long a waiting thread spins before it sleeps */
 #endif
 
+#ifndef AOTC_CHUNKS_PER_THREAD
+#define AOTC_CHUNKS_PER_THREAD 4 /* more: a late thread costs less; fewer: less claiming */
+#endif
+
+/* The claim word: generation in the high 32 bits, chunks not yet claimed in the low 32. */
+#define GEN_OF(w) ((uint32_t)((w) >> 32))
+#define UNCLAIMED_OF(w) ((uint32_t)(w))
+#define WORD(gen, unclaimed) (((uint64_t)(gen) << 32) | (uint64_t)(unclaimed))
+
 struct aotc_worker {
     aotc_pool *pool;
-    int index; /* 1 .. num_threads - 1; the calling thread is 0 */
     pthread_t thread;
 };
+
+/* Fields that different threads write in the same loop sit at least a cache line apart. */
+#define CACHE_LINE 64
 
 struct aotc_pool {
     int num_threads;
@@ -34,20 +49,25 @@ struct aotc_pool {
     pthread_mutex_t mutex; /* only for sleeping and waking */
     pthread_cond_t work_cv;
     pthread_cond_t done_cv;
-    /* The current loop: written before gen is bumped, read after gen is seen to change. Every
-     * worker takes part in every loop, so none reads these while the next loop is posted. */
+    char gap0[CACHE_LINE];
+    /* The current loop: written by the caller while no chunk is left to claim, read only by a
+     * thread that holds a claimed, unfinished chunk (so the loop cannot end under it). */
+    uint64_t work; /* WORD(generation, unclaimed chunks); a new loop bumps the generation */
     aotc_body_fn body;
     void *env;
     int64_t n;
-    unsigned long gen; /* bumped once per loop and once at stop */
-    int pending;       /* workers still inside the current loop */
-    int sleepers;      /* workers asleep (or about to be) on work_cv */
+    uint32_t chunks;
+    char gap1[CACHE_LINE];
+    uint32_t done;      /* chunks of the current loop finished */
     int caller_waiting; /* the caller is asleep (or about to be) on done_cv */
+    char gap2[CACHE_LINE];
+    int sleepers; /* workers asleep (or about to be) on work_cv */
     int stop;
     int busy; /* a loop is running: nested calls run inline */
 };
 
-static void range_of(int64_t n, int parts, int i, int64_t *lo, int64_t *hi) {
+/* Part i of [0, n) cut into `parts` contiguous ranges whose sizes differ by at most one. */
+static void range_of(int64_t n, int64_t parts, int64_t i, int64_t *lo, int64_t *hi) {
     int64_t q = n / parts, r = n % parts;
     *lo = i * q + (i < r ? i : r);
     *hi = *lo + q + (i < r ? 1 : 0);
@@ -67,60 +87,88 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Spins until *value != unwanted (1) or the spin budget is used up (0). */
-static int spin_while_equal(const unsigned long *value, unsigned long unwanted) {
+/* Spins until the generation differs from seen (1) or the spin budget is used up (0). */
+static int spin_for_generation(const uint64_t *work, uint32_t seen) {
     int64_t start = now_ns();
     unsigned i;
     for (i = 0;; ++i) {
-        if (LOAD(value) != unwanted) return 1;
+        if (GEN_OF(LOAD(work)) != seen) return 1;
         cpu_relax();
         if ((i & 63u) == 63u && now_ns() - start > AOTC_SPIN_NS) return 0;
     }
 }
 
-static int spin_while_pending(const int *pending) {
+/* Spins until *done == chunks (1) or the spin budget is used up (0). */
+static int spin_for_done(const uint32_t *done, uint32_t chunks) {
     int64_t start = now_ns();
     unsigned i;
     for (i = 0;; ++i) {
-        if (LOAD(pending) == 0) return 1;
+        if (LOAD(done) == chunks) return 1;
         cpu_relax();
         if ((i & 63u) == 63u && now_ns() - start > AOTC_SPIN_NS) return 0;
     }
 }
 
 /* Waits for a generation other than seen: spinning first, then asleep. */
-static unsigned long wait_for_work(aotc_pool *p, unsigned long seen) {
-    if (!spin_while_equal(&p->gen, seen)) {
+static uint32_t wait_for_work(aotc_pool *p, uint32_t seen) {
+    if (!spin_for_generation(&p->work, seen)) {
         pthread_mutex_lock(&p->mutex);
-        ADD(&p->sleepers, 1); /* seq_cst: a poster either sees this or we see its gen */
-        while (LOAD(&p->gen) == seen) pthread_cond_wait(&p->work_cv, &p->mutex);
+        ADD(&p->sleepers, 1); /* seq_cst: a poster either sees this or we see its generation */
+        while (GEN_OF(LOAD(&p->work)) == seen) pthread_cond_wait(&p->work_cv, &p->mutex);
         ADD(&p->sleepers, -1);
         pthread_mutex_unlock(&p->mutex);
     }
-    return LOAD(&p->gen);
+    return GEN_OF(LOAD(&p->work));
 }
 
-static void *worker_main(void *arg) {
-    struct aotc_worker *w = (struct aotc_worker *)arg;
-    aotc_pool *p = w->pool;
-    unsigned long seen = 0;
-    for (;;) {
-        int64_t lo, hi;
-        seen = wait_for_work(p, seen);
-        if (LOAD(&p->stop)) return NULL;
-        range_of(p->n, p->num_threads, w->index, &lo, &hi);
-        if (lo < hi) p->body(p->env, lo, hi);
-        if (ADD(&p->pending, -1) == 0 && LOAD(&p->caller_waiting)) {
-            pthread_mutex_lock(&p->mutex);
-            pthread_cond_signal(&p->done_cv);
-            pthread_mutex_unlock(&p->mutex);
-        }
+/* Claims the next chunk of whatever loop is current; 0 when none is left. The compare-exchange
+ * (not a plain decrement) never takes a chunk count below zero, so a thread that arrives after
+ * its loop ended cannot eat into the next loop's chunks. */
+static int claim_chunk(aotc_pool *p, int64_t *lo, int64_t *hi, uint32_t *chunks) {
+    uint64_t w = LOAD(&p->work);
+    do {
+        if (UNCLAIMED_OF(w) == 0) return 0;
+    } while (!__atomic_compare_exchange_n(&p->work, &w, w - 1, 1, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_SEQ_CST));
+    /* The chunk is ours and unfinished, so the loop's fields stay put until we report it done. */
+    *chunks = p->chunks;
+    range_of(p->n, *chunks, *chunks - UNCLAIMED_OF(w), lo, hi);
+    return 1;
+}
+
+/* Runs chunks until none is left to claim, then reports how many it ran (one atomic add per
+ * thread, not per chunk). After that add a thread reads nothing of the loop: the caller may
+ * already be posting the next one. */
+static void run_chunks(aotc_pool *p) {
+    int64_t lo, hi;
+    uint32_t chunks = 0, ran = 0;
+    while (claim_chunk(p, &lo, &hi, &chunks)) {
+        p->body(p->env, lo, hi);
+        ++ran;
+    }
+    if (ran > 0 && ADD(&p->done, ran) == chunks && LOAD(&p->caller_waiting)) {
+        /* A stale caller_waiting (a later loop's) only costs a spurious wake-up. */
+        pthread_mutex_lock(&p->mutex);
+        pthread_cond_signal(&p->done_cv);
+        pthread_mutex_unlock(&p->mutex);
     }
 }
 
-/* Publishes a new generation and wakes sleeping workers. */
-static void post(aotc_pool *p) {
-    ADD(&p->gen, 1);
+static void *worker_main(void *arg) {
+    aotc_pool *p = ((struct aotc_worker *)arg)->pool;
+    uint32_t seen = 0;
+    for (;;) {
+        seen = wait_for_work(p, seen);
+        if (LOAD(&p->stop)) return NULL;
+        run_chunks(p);
+    }
+}
+
+/* Publishes a new generation with `chunks` to claim and wakes sleeping workers. Only the thread
+ * that owns the pool writes `work` other than by claiming, and only while nothing is left to
+ * claim, so a plain store cannot lose a claim. */
+static void post(aotc_pool *p, uint32_t chunks) {
+    STORE(&p->work, WORD(GEN_OF(LOAD(&p->work)) + 1u, chunks));
     if (LOAD(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mutex);
         pthread_cond_broadcast(&p->work_cv);
@@ -131,7 +179,7 @@ static void post(aotc_pool *p) {
 static void stop_workers(aotc_pool *p) {
     int i;
     STORE(&p->stop, 1);
-    post(p);
+    post(p, 0);
     for (i = 0; i < p->num_started; ++i) pthread_join(p->workers[i].thread, NULL);
     p->num_started = 0;
 }
@@ -158,7 +206,6 @@ int aotc_pool_create(aotc_pool **out_pool, int num_threads) {
     for (i = 1; i < num_threads; ++i) {
         struct aotc_worker *w = &p->workers[i - 1];
         w->pool = p;
-        w->index = i;
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             stop_workers(p);
             pthread_cond_destroy(&p->done_cv);
@@ -193,26 +240,30 @@ int aotc_pool_num_threads(const aotc_pool *pool) { return pool == NULL ? 1 : poo
 
 void aotc_parallel_for(void *ctx, aotc_body_fn body, void *env, int64_t n) {
     aotc_pool *p = (aotc_pool *)ctx;
-    int64_t lo, hi;
+    int64_t most;
+    uint32_t chunks;
     if (n <= 0) return;
     if (p == NULL || p->num_threads <= 1 || n == 1 || LOAD(&p->busy)) {
         body(env, 0, n);
         return;
     }
+    most = (int64_t)p->num_threads * AOTC_CHUNKS_PER_THREAD;
+    chunks = (uint32_t)(n < most ? n : most);
     STORE(&p->busy, 1);
     p->body = body;
     p->env = env;
     p->n = n;
-    STORE(&p->pending, p->num_threads - 1);
-    post(p);
+    p->chunks = chunks;
+    STORE(&p->done, 0u);
+    post(p, chunks);
 
-    range_of(n, p->num_threads, 0, &lo, &hi);
-    if (lo < hi) body(env, lo, hi);
+    run_chunks(p); /* the caller starts at once, without waiting for workers to wake */
 
-    if (!spin_while_pending(&p->pending)) {
+    /* What is left are chunks other threads claimed and are still running. */
+    if (!spin_for_done(&p->done, chunks)) {
         pthread_mutex_lock(&p->mutex);
-        STORE(&p->caller_waiting, 1); /* seq_cst: the last worker sees this or we see pending 0 */
-        while (LOAD(&p->pending) != 0) pthread_cond_wait(&p->done_cv, &p->mutex);
+        STORE(&p->caller_waiting, 1); /* seq_cst: the last finisher sees this or we see done */
+        while (LOAD(&p->done) != chunks) pthread_cond_wait(&p->done_cv, &p->mutex);
         STORE(&p->caller_waiting, 0);
         pthread_mutex_unlock(&p->mutex);
     }

@@ -69,8 +69,9 @@ int aotc_pool_create(aotc_pool **out_pool, int num_threads) AOTC_INTERNAL;
 void aotc_pool_destroy(aotc_pool *pool) AOTC_INTERNAL;
 int aotc_pool_num_threads(const aotc_pool *pool) AOTC_INTERNAL;
 
-/* Splits [0, n) into contiguous ranges, one per thread, the calling thread taking part; returns
- * when all are done. ctx == NULL (or a nested call from inside a body) runs body(env, 0, n). */
+/* Splits [0, n) into contiguous chunks (a few per thread) that the threads, the calling one
+ * included, claim one at a time until none is left; returns when all are done. ctx == NULL (or
+ * a nested call from inside a body) runs body(env, 0, n). */
 void aotc_parallel_for(void *ctx, aotc_body_fn body, void *env, int64_t n) AOTC_INTERNAL;
 
 /* ---- executor and contexts (aotc_runtime.c) ---- */

@@ -7,6 +7,7 @@ import ctypes
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -243,7 +244,8 @@ def test_npy_errors(npy_copy: Path, tmp_path: Path, make, message: str) -> None:
 
 
 def test_runtime_library_for_jit(tmp_path: Path) -> None:
-    """libaotc_runtime.so exports the pool; a Python body sees contiguous ranges covering [0, n)."""
+    """libaotc_runtime.so exports the pool; a Python body sees contiguous ranges covering [0, n),
+    cut into at least one chunk per thread (more when the pool balances dynamically)."""
     lib = ctypes.CDLL(str(build_runtime_library(tmp_path)))
     body_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     lib.aotc_pool_create.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
@@ -255,6 +257,7 @@ def test_runtime_library_for_jit(tmp_path: Path) -> None:
     def body(env: int | None, lo: int, hi: int) -> None:
         with lock:
             ranges.append((lo, hi, threading.get_ident()))
+        time.sleep(0.001)  # a slow chunk, so that the workers wake before the caller claims all
 
     callback = body_t(body)
     pool = ctypes.c_void_p()
@@ -265,7 +268,7 @@ def test_runtime_library_for_jit(tmp_path: Path) -> None:
         spans = sorted((lo, hi) for lo, hi, _ in ranges)
         assert spans[0][0] == 0 and spans[-1][1] == n
         assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
-        assert len(spans) == min(n, 3)
+        assert min(n, 3) <= len(spans) <= n
     assert len({t for _, _, t in ranges}) >= 2  # the work really was spread over threads
     ranges.clear()
     lib.aotc_parallel_for(None, callback, None, 50)  # no pool: one inline call
