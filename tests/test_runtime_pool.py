@@ -4,7 +4,6 @@ others take the rest), and a model bundle's outputs are bit-identical at 1, 2, 3
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from model_zoo import SAMPLE_MODELS, random_inputs  # noqa: E402
 from program_runner import assert_close, ort_outputs  # noqa: E402
-from test_runtime_c import compile_c  # noqa: E402
+from test_runtime_c import compile_c, run_sanitized  # noqa: E402
 
 from aotc.driver import optimize_model  # noqa: E402
 from aotc.package.build import build_bundle  # noqa: E402
@@ -191,12 +190,7 @@ int main(void) {
 def test_pool_runs_each_iteration_once_and_rebalances(tmp_path: Path, flags: list[str]) -> None:
     exe = compile_c(tmp_path, "pool_split", POOL_SPLIT_TEST, ["aotc_runtime.c", "aotc_pool.c"],
                     flags)
-    env = {"ASAN_OPTIONS": "detect_leaks=1", "TSAN_OPTIONS": "halt_on_error=1"}
-    proc = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=120)
-    if "tsan" in " ".join(flags) and "FATAL: ThreadSanitizer" in proc.stderr:
-        pytest.skip("ThreadSanitizer cannot run here: " + proc.stderr.splitlines()[0])
-    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stdout + proc.stderr
-    assert "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr
+    run_sanitized(exe, flags)
 
 
 def test_bundle_outputs_identical_at_any_thread_count(tmp_path: Path) -> None:
