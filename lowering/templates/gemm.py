@@ -205,6 +205,7 @@ class GemmSpace(ScheduleSpace):
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
         self.blocks = gemm_blocks(target)  # type: ignore[arg-type]
+        self.direct_strides: dict[int, tuple[int, int]] = {}  # id(operand load) -> (own, k)
         self.a_const = self._const_index(pat.a, pat.m)
         self.b_const = self._const_index(pat.b, pat.n)
         a_modes = ["const"] if self.a_const is not None else (
@@ -253,6 +254,7 @@ class GemmSpace(ScheduleSpace):
             return False
         if need_unit is not None and f.coefficient(mv) != 1:
             return False
+        self.direct_strides[id(load)] = (f.coefficient(mv), f.coefficient(kv))
         return True
 
     def block(self, config: Config) -> GemmBlock:
@@ -295,10 +297,11 @@ class GemmSpace(ScheduleSpace):
 
         a_bytes, b_bytes = Mp * K * 4, K * Np * 4
         if config["parallel"] == "n":
-            # per (jo, kb): the io loop streams the A block, the B micro-panel stays resident
-            traffic = nt * a_bytes / bw(Mp * kc * 4) + mt * b_bytes / bw(kc * blk.nr * 4)
+            # jo > kb > io: a B micro-panel stays resident across the io loop; an A block is
+            # reused only by the next N panel, after the whole of A went through the cache
+            traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
         else:
-            traffic = mt * b_bytes / bw(Np * kc * 4) + nt * a_bytes / bw(kc * blk.mr * 4)
+            traffic = mt * b_bytes / bw(b_bytes) + nt * a_bytes / bw(kc * blk.mr * 4)
         traffic += (a_bytes + b_bytes) / BW_MEM  # each operand comes from memory once
         t = B * max(compute, traffic)
         if config["b"] == "pack":
@@ -307,6 +310,12 @@ class GemmSpace(ScheduleSpace):
             t += B * a_bytes * 3 / BW_L2
         if config["b"] == "direct" and K > 64:
             t += B * b_bytes / BW_MEM  # rows far apart: prefetchers and TLB suffer
+            if _set_conflicts(self.direct_strides[id(p.b)][1]):
+                t += B * mt * b_bytes / BW_MEM
+        if config["a"] == "direct":
+            rs, ks = self.direct_strides[id(p.a)]
+            if _set_conflicts(rs if ks == 1 else ks):
+                t += B * nt * a_bytes / BW_MEM
         if kc < K:  # partial results written and re-read per K block
             t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
         return t
@@ -325,6 +334,12 @@ class GemmSpace(ScheduleSpace):
     # build ------------------------------------------------------------------------------------
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
         return _Builder(self, config, name).build()
+
+
+def _set_conflicts(stride: int) -> bool:
+    """Whether rows `stride` floats apart fall into the same few L1 sets (a multiple of 1 KiB
+    apart in a 4 KiB-aliased cache): the MR rows of a micro-kernel then evict each other."""
+    return stride * 4 >= 1024 and (stride * 4) % 1024 == 0
 
 
 def _product(options: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
