@@ -302,7 +302,7 @@ class GemmSpace(ScheduleSpace):
             traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
         else:
             traffic = mt * b_bytes / bw(b_bytes) + nt * a_bytes / bw(kc * blk.mr * 4)
-        traffic += (a_bytes + b_bytes) / BW_MEM  # each operand comes from memory once
+        traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
         t = B * max(compute, traffic)
         if config["b"] == "pack":
             t += B * b_bytes * 3 / BW_L2
