@@ -46,7 +46,7 @@ class StageChoices:
     # how many outer spatial loops longer than 1 are fused into the outermost (parallel) loop
     fuse: int | None = None
     # unroll the short reduce loops innermost in the reduce nest
-    unroll: bool = False
+    unroll: bool = True
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,8 @@ def stage_knobs(shape: StageShape, lanes: int, prefix: str) -> list[Knob]:
     if outer >= 2:  # 0: all of them (the default)
         knobs.append(Knob(f"{prefix}fuse", (0, *range(outer - 1, 0, -1))))
     if shape.short_reduce():
-        knobs.append(Knob(f"{prefix}unroll", (False, True)))
+        # unrolled windows measured 2-6x faster (3x3 pooling, direct convolutions)
+        knobs.append(Knob(f"{prefix}unroll", (True, False)))
     return knobs
 
 

@@ -181,6 +181,14 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
                             (axes[0][1], axes[1][1]), h, w)
 
 
+def _unclamped(e: te.Expr) -> te.Expr:
+    """A padded copy's source index without the clamp that keeps its load in bounds (the
+    padding conditions, checked separately, are what decide which positions are read)."""
+    while isinstance(e, te.Binary) and e.op in ("min", "max") and isinstance(e.b, te.Const):
+        e = e.a
+    return e
+
+
 def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] | None:
     """The input a window source reads and, per spatial axis, which source positions hold an
     input element (the rest are zero padding) and the shift from source to input position."""
@@ -204,7 +212,7 @@ def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] 
     valid: list[list[bool]] = []
     shifts = []
     for d, (var, idx) in enumerate(((ph, body.indices[2]), (pw, body.indices[3]))):
-        f = as_affine(idx)
+        f = as_affine(_unclamped(idx))
         if f is None or f.coefficient(var) != 1 or len(f.terms) != 1:
             return None
         mine = [c for c in conds if te.mentions(c, var)]

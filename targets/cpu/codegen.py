@@ -131,6 +131,8 @@ class _KernelEmitter:
         f = _FunctionEmitter(
             self, f"define internal void @{name}(ptr %env, i64 %lo, i64 %hi) nounwind", "%env"
         )
+        if isinstance(loop.extent, te.Const):
+            f.ranges[loop.var] = (0, int(loop.extent.value) - 1)
         f.loop(loop.var, "%lo", "%hi", "serial", loop.body)
         f.line("ret void")
         self.mod.functions.append(f.finish())
@@ -145,6 +147,7 @@ class _FunctionEmitter:
         self.n = 0
         self.block = "entry"
         self.vars: dict[te.Var, str] = {}
+        self.ranges: dict[te.Var, tuple[int, int]] = {}  # loop variable -> [lo, hi]
         self.ptr: dict[int, str] = {}
         for i, b in enumerate(kemit.kernel.buffers):
             gep = self.tmp()
@@ -180,6 +183,9 @@ class _FunctionEmitter:
         elif isinstance(s, For):
             start = self.expr(s.start)
             extent = self.expr(s.extent)
+            lo, hi = interval(s.start, self.ranges), interval(s.extent, self.ranges)
+            if lo is not None and hi is not None:
+                self.ranges[s.var] = (lo[0], hi[1] - 1)
             self.loop(s.var, start, extent, s.kind, s.body, s.interleave)
         elif isinstance(s, Store):
             self.store(s)
@@ -459,16 +465,29 @@ class _FunctionEmitter:
             return self._intrinsic(_FLOAT_INTRINSIC[e.op], ty, [a])
         return self._math(e.op, dt, [a])
 
+    def _speculatable(self, e: te.Expr) -> bool:
+        """Whether `e` can be evaluated even when its select does not choose it: every load
+        provably in bounds, no integer division (which could trap)."""
+        if isinstance(e, BufLoad):
+            r = interval(e.index, self.ranges)
+            if r is None or r[0] < 0 or r[1] >= e.buf.size:
+                return False
+        if isinstance(e, te.Binary) and e.op in ("div", "floordiv", "mod") and \
+                e.dtype not in ("float32", "float64") and not isinstance(e.b, te.Const):
+            return False
+        return all(self._speculatable(c) for c in te.children(e))
+
     def select(self, e: te.Select) -> str:
         c = self.expr(e.cond)
         ty = LLTYPE[e.dtype]
-        if not (_has_load(e.t) or _has_load(e.f)):
+        if self._speculatable(e.t) and self._speculatable(e.f):
             t, f = self.expr(e.t), self.expr(e.f)
             r = self.tmp()
             self.line(f"{r} = select i1 {c}, {ty} {t}, {ty} {f}")
             return r
         # A branch that loads may index out of bounds when not taken (padding, masks):
-        # evaluate only the taken side.
+        # evaluate only the taken side. (Loads proven in bounds are evaluated on both sides,
+        # so that the loop stays vectorisable: padding copies clamp their indices for this.)
         lt, lf, lj = self.label("St"), self.label("Sf"), self.label("Sj")
         self.line(f"br i1 {c}, label %{lt}, label %{lf}")
         self.start_block(lt)
@@ -517,6 +536,36 @@ class _FunctionEmitter:
         return r
 
 
+
+
+def interval(e: te.Expr, ranges: dict[te.Var, tuple[int, int]]) -> tuple[int, int] | None:
+    """Bounds [lo, hi] of an integer index expression over the loop variables' ranges."""
+    if isinstance(e, te.Const):
+        return (int(e.value), int(e.value))
+    if isinstance(e, te.Var):
+        return ranges.get(e)
+    if not isinstance(e, te.Binary) or e.op not in ("add", "sub", "mul", "min", "max",
+                                                      "floordiv", "mod"):
+        return None
+    a, b = interval(e.a, ranges), interval(e.b, ranges)
+    if a is None or b is None:
+        return None
+    if e.op == "add":
+        return (a[0] + b[0], a[1] + b[1])
+    if e.op == "sub":
+        return (a[0] - b[1], a[1] - b[0])
+    if e.op == "mul":
+        c = [x * y for x in a for y in b]
+        return (min(c), max(c))
+    if e.op == "min":
+        return (min(a[0], b[0]), min(a[1], b[1]))
+    if e.op == "max":
+        return (max(a[0], b[0]), max(a[1], b[1]))
+    if b[0] != b[1] or b[0] <= 0:
+        return None
+    if e.op == "floordiv":
+        return (a[0] // b[0], a[1] // b[0])
+    return (0, b[0] - 1) if a[0] < 0 or a[1] >= b[0] else a
 
 
 def _has_load(e: te.Expr) -> bool:

@@ -113,13 +113,20 @@ def padded_input(
         for pd, off, size, n_in, s in zip(p, offsets, sizes, spatial, stride, strict=True):
             j = pd - off
             last = (n_in - 1) * s  # last position that holds an input element
-            if off > 0:
+            below, above = off > 0, size - 1 - off > last
+            if below:
                 conds.append(te.ge(j, 0))
-            if size - 1 - off > last:
+            if above:
                 conds.append(te.le(j, last))
             if s > 1:
                 conds.append(te.eq(j % s, 0))
                 j = j // s
+            # clamped, the load is in bounds even where the fill is chosen: the code
+            # generator then evaluates both sides and the copy loop vectorises
+            if below:
+                j = te.maximum(j, 0)
+            if above:
+                j = te.minimum(j, n_in - 1)
             src.append(j)
         value = x[(n, c, *src)]
         return te.select(te.all_of(conds), value, fill_e) if conds else value

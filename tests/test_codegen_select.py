@@ -1,0 +1,59 @@
+"""Selects with loads: evaluated on both sides (vectorisable) only when every load is provably in
+bounds, else as branches; index intervals from loop ranges."""
+
+import pathlib
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from kernel_harness import run_te  # noqa: E402
+
+from lowering import te  # noqa: E402
+from lowering.default_schedule import default_schedule  # noqa: E402
+from lowering.lower import lower_kernel  # noqa: E402
+from lowering.ops.nn.geometry import padded_input  # noqa: E402
+from targets.cpu.codegen import ModuleBuilder, interval  # noqa: E402
+from targets.cpu.target import host_target  # noqa: E402
+
+
+def test_interval_arithmetic():
+    i, j = te.Var("i"), te.Var("j")
+    ranges = {i: (0, 9), j: (0, 3)}
+    assert interval(i * 4 + j, ranges) == (0, 39)
+    assert interval(i - 2, ranges) == (-2, 7)
+    assert interval(te.minimum(te.maximum(i - 2, 0), 5), ranges) == (0, 5)
+    assert interval((i * 4 + j) // 8, ranges) == (0, 4)
+    assert interval((i * 4 + j) % 8, ranges) == (0, 7)
+    assert interval(i * j, {**ranges, j: (-1, 3)}) == (-9, 27)
+    assert interval(te.Var("k"), ranges) is None  # unknown variable: no bound
+
+
+def _kernel_ir(inputs, outputs) -> str:
+    t = host_target()
+    k = lower_kernel("k_sel", inputs, outputs, lambda s: default_schedule(s, t.vector_lanes_f32))
+    mb = ModuleBuilder(t)
+    mb.add_kernel(k)
+    return mb.text()
+
+
+def test_clamped_padding_is_a_plain_select():
+    x = te.placeholder((2, 3, 5, 7), "float32", "x")
+    p = padded_input(x, (1, 2), (8, 11), 0.0)
+    ir = _kernel_ir([x], [p])
+    assert "select i1" in ir and "label %St" not in ir
+    xv = np.random.default_rng(0).standard_normal((2, 3, 5, 7)).astype(np.float32)
+    got = run_te([x], [p], [xv])[0]
+    want = np.pad(xv, ((0, 0), (0, 0), (1, 2), (2, 2)))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_load_that_may_be_out_of_bounds_stays_a_branch():
+    x = te.placeholder((10,), "float32", "x")
+    # x[i - 3] is out of bounds for i < 3: only the taken side may load
+    y = te.compute((13,), lambda i: te.select(te.ge(i, 3), x[i - 3], 0.0), name="shift")
+    ir = _kernel_ir([x], [y])
+    assert "label %St" in ir
+    xv = np.arange(10, dtype=np.float32)
+    np.testing.assert_array_equal(run_te([x], [y], [xv])[0],
+                                  np.concatenate([np.zeros(3, np.float32), xv]))
