@@ -310,11 +310,11 @@ class GemmSpace(ScheduleSpace):
             t += B * a_bytes * 3 / BW_L2
         if config["b"] == "direct" and K > 64:
             t += B * b_bytes / BW_MEM  # rows far apart: prefetchers and TLB suffer
-            if _set_conflicts(self.direct_strides[id(p.b)][1]):
+            if _set_conflicts(self.direct_strides[id(p.b)][1], 2 * blk.nv):
                 t += B * mt * b_bytes / BW_MEM
         if config["a"] == "direct":
             rs, ks = self.direct_strides[id(p.a)]
-            if _set_conflicts(rs if ks == 1 else ks):
+            if _set_conflicts(rs if ks == 1 else ks, blk.mr):
                 t += B * nt * a_bytes / BW_MEM
         if kc < K:  # partial results written and re-read per K block
             t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
@@ -336,10 +336,12 @@ class GemmSpace(ScheduleSpace):
         return _Builder(self, config, name).build()
 
 
-def _set_conflicts(stride: int) -> bool:
-    """Whether rows `stride` floats apart fall into the same few L1 sets (a multiple of 1 KiB
-    apart in a 4 KiB-aliased cache): the MR rows of a micro-kernel then evict each other."""
-    return stride * 4 >= 1024 and (stride * 4) % 1024 == 0
+def _set_conflicts(stride: int, rows: int) -> bool:
+    """Whether `rows` rows `stride` floats apart crowd into too few L1 sets: with 4 KiB per
+    cache way, rows a multiple of 4 KiB apart share one set, and more than about half the ways
+    of one set (8-way L1) in use at once evict each other between k steps."""
+    period = 4096 // math.gcd(stride * 4, 4096)  # rows before the set index repeats
+    return math.ceil(rows / period) > 4
 
 
 def _product(options: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
