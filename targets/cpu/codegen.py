@@ -58,6 +58,10 @@ class ModuleBuilder:
         self.declares: set[str] = set()
         self.math: set[str] = set()
         self.routines: dict[str, str] = {}  # micro-kernels called by tensorized loops
+        # LLVM's x86 cost model prefers 256-bit vectors even where 512-bit ones exist; the
+        # schedules plan for the target's full width, so ask for it
+        self.fn_attrs = (f' "prefer-vector-width"="{target.vector_bits}"'
+                         if target.is_x86 and target.vector_bits > 256 else "")
 
     def require_routine(self, name: str) -> None:
         if name not in self.routines:
@@ -112,7 +116,7 @@ class _KernelEmitter:
 
     def emit(self) -> None:
         k = self.kernel
-        f = _FunctionEmitter(self, f"define i32 @{k.name}(ptr %ctx, ptr %bufs, ptr %dims) nounwind",
+        f = _FunctionEmitter(self, f"define i32 @{k.name}(ptr %ctx, ptr %bufs, ptr %dims) nounwind{self.mod.fn_attrs}",
                              "%bufs")
         for i, stage in enumerate(k.stages):
             if isinstance(stage, For) and stage.kind == "parallel":
@@ -129,7 +133,8 @@ class _KernelEmitter:
 
     def _emit_parallel_body(self, name: str, loop: For) -> None:
         f = _FunctionEmitter(
-            self, f"define internal void @{name}(ptr %env, i64 %lo, i64 %hi) nounwind", "%env"
+            self, f"define internal void @{name}(ptr %env, i64 %lo, i64 %hi) nounwind{self.mod.fn_attrs}",
+            "%env"
         )
         if isinstance(loop.extent, te.Const):
             f.ranges[loop.var] = (0, int(loop.extent.value) - 1)

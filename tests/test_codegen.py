@@ -1,5 +1,6 @@
-"""Selects with loads: evaluated on both sides (vectorisable) only when every load is provably in
-bounds, else as branches; index intervals from loop ranges."""
+"""Code generator choices: selects with loads evaluated on both sides (vectorisable) only when
+every load is provably in bounds, else as branches; index intervals from loop ranges; the vector
+width kernels ask LLVM for."""
 
 import pathlib
 import sys
@@ -57,3 +58,16 @@ def test_load_that_may_be_out_of_bounds_stays_a_branch():
     xv = np.arange(10, dtype=np.float32)
     np.testing.assert_array_equal(run_te([x], [y], [xv])[0],
                                   np.concatenate([np.zeros(3, np.float32), xv]))
+
+
+def test_kernels_ask_for_the_full_vector_width():
+    """LLVM would pick 256-bit vectors on AVX-512 machines; kernels ask for the target's width."""
+    from targets.cpu.target import NAMED_TARGETS
+
+    x = te.placeholder((64,), "float32", "x")
+    y = te.compute((64,), lambda i: x[i] * 2.0, name="twice")
+    for name, want in (("cpu-avx512", True), ("cpu-avx2", False), ("aarch64", False)):
+        k = lower_kernel("k_w", [x], [y], lambda s: default_schedule(s, 16))
+        mb = ModuleBuilder(NAMED_TARGETS[name])
+        mb.add_kernel(k)
+        assert ('"prefer-vector-width"="512"' in mb.text()) == want, name
