@@ -236,3 +236,18 @@ def test_conv_with_relu_and_residual_against_ort():
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
     model = onnx.shape_inference.infer_shapes(model)
     check_model(model, [rand(1, 32, 14, 14)])
+
+
+def test_padding_folded_into_packing_only_for_strided_windows():
+    """A stride-2 window reads each input element ~2 times: its padding copy is folded into the
+    im2col packing (no scratch for it). A 3x3 stride-1 window reads it 9 times: copy kept."""
+    for stride, folded in ((2, True), (1, False)):
+        ins, out, wv = conv_te(8, 16, 18, 3, stride=stride, pad=1)
+        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        kernel = space.build(space.default_config()).kernel
+        scratch = [b.shape for b in kernel.buffers if b.role == "scratch"]
+        span = (out.shape[2] - 1) * stride + 3  # the padded copy's side
+        assert ((1, 8, span, span) not in scratch) == folded, scratch
+        xv, bv = rand(1, 8, 18, 18), rand(16)
+        got = run_all(space, [space.default_config()], [xv, wv, bv])[0]
+        np.testing.assert_allclose(got, _conv_ref(xv, wv, bv, stride, 1), rtol=1e-4, atol=1e-3)
