@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from lowering import te
 
 
@@ -115,3 +117,34 @@ def simplify_index(e: te.Expr) -> te.Expr:
     """`e` rebuilt from its folded affine form; unchanged when it is not affine."""
     f = normalize(e)
     return e if f is None else f.to_expr()
+
+
+_EVAL_OPS = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "floordiv": np.floor_divide,
+    "mod": np.mod, "min": np.minimum, "max": np.maximum, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
+    "and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+}
+
+
+def evaluate(e: te.Expr, env: dict[te.Var, object]):  # -> np.ndarray | np.generic | int
+    """Value of an integer/boolean index expression with its variables bound to integers or
+    numpy arrays (elementwise, broadcasting). A select with a scalar condition evaluates only
+    the side it takes. Raises KeyError for an unbound variable, ValueError for anything that
+    is not index arithmetic."""
+    if isinstance(e, te.Var):
+        return env[e]
+    if isinstance(e, te.Const):
+        return e.value
+    if isinstance(e, te.Binary):
+        if e.op not in _EVAL_OPS:
+            raise ValueError(e.op)
+        return _EVAL_OPS[e.op](evaluate(e.a, env), evaluate(e.b, env))
+    if isinstance(e, te.Unary) and e.op == "not":
+        return np.logical_not(evaluate(e.a, env))
+    if isinstance(e, te.Select):
+        cond = evaluate(e.cond, env)
+        if np.ndim(cond) == 0:
+            return evaluate(e.t if cond else e.f, env)
+        return np.where(cond, evaluate(e.t, env), evaluate(e.f, env))
+    raise ValueError(type(e).__name__)

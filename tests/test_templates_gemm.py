@@ -2,7 +2,6 @@
 build (each register block, K blocking, operand mode, parallel axis) computes what onnxruntime
 and numpy compute, through the whole compiler and on single kernels."""
 
-import ctypes
 import pathlib
 import sys
 
@@ -12,11 +11,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from kernel_harness import link_serial  # noqa: E402
 from program_runner import check_model, check_node  # noqa: E402
 
 from lowering import te  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
+from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
 from targets.cpu.microkernels import gemm_blocks  # noqa: E402
@@ -87,7 +86,8 @@ def test_register_blocks_fit_the_target():
 # every configuration of a space computes the same result -------------------------------------
 
 def run_all(space: GemmSpace, configs, arrays):
-    """Build every configuration into one object (one LLVM run, one link) and run each."""
+    """Build every configuration into one object (one LLVM run, one link) and run each; outputs
+    start as NaN so that an element no kernel writes fails the comparison."""
     built = [space.build(cfg, f"kt{i}") for i, cfg in enumerate(configs)]
     mb = ModuleBuilder(space.target)
     for b in built:
@@ -95,20 +95,17 @@ def run_all(space: GemmSpace, configs, arrays):
     obj, _ = optimize_and_emit(mb.text(), space.target)
     lib = link_serial(obj)
     results = []
+    n_in = len(space.inputs)
     for b in built:
-        keep = []
-        for i, buf in enumerate(b.kernel.buffers):
-            if buf.role == "input":
-                a = arrays[i]
-                if i in b.const_transforms:
-                    a = b.const_transforms[i](a)
-                keep.append(np.ascontiguousarray(a, dtype=np.float32))
-            else:
-                keep.append(np.full(buf.shape, np.nan, np.float32))
-            assert keep[-1].shape == tuple(buf.shape)
-        ptrs = (ctypes.c_void_p * len(keep))(*[a.ctypes.data for a in keep])
-        assert getattr(lib, b.kernel.name)(None, ptrs, None) == 0
-        results.append(keep[len(space.inputs)])
+        inputs = [b.const_transforms[i](a) if i in b.const_transforms else a
+                  for i, a in enumerate(arrays)]
+        args, ptrs = kernel_arguments(b.kernel, inputs)
+        for a, buf in zip(args, b.kernel.buffers, strict=True):
+            assert a.shape == tuple(buf.shape)
+        for a in args[n_in:]:
+            a.fill(np.nan)
+        assert kernel_function(lib, b.kernel.name)(None, ptrs, None) == 0
+        results.append(args[n_in])
     return results
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lowering import te
-from lowering.affine import as_affine
+from lowering.affine import as_affine, evaluate
 from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
 from lowering.lower import flat_index, stages_of
@@ -36,32 +36,6 @@ MAX_RUNS = 8
 
 def _c(v: int) -> te.Const:
     return te.Const(v, I64)
-
-
-def eval_int(e: te.Expr, env: dict[te.Var, int]) -> int | bool:
-    """Value of an integer/boolean index expression at concrete variable values."""
-    if isinstance(e, te.Var):
-        return env[e]
-    if isinstance(e, te.Const):
-        return e.value  # type: ignore[return-value]
-    if isinstance(e, te.Binary):
-        a, b = eval_int(e.a, env), eval_int(e.b, env)
-        ops = {
-            "add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
-            "floordiv": lambda: a // b, "mod": lambda: a % b, "min": lambda: min(a, b),
-            "max": lambda: max(a, b), "lt": lambda: a < b, "le": lambda: a <= b,
-            "gt": lambda: a > b, "ge": lambda: a >= b, "eq": lambda: a == b,
-            "ne": lambda: a != b, "and": lambda: bool(a) and bool(b),
-            "or": lambda: bool(a) or bool(b), "xor": lambda: bool(a) != bool(b),
-        }
-        if e.op not in ops:
-            raise ValueError(e.op)
-        return ops[e.op]()
-    if isinstance(e, te.Unary) and e.op == "not":
-        return not eval_int(e.a, env)
-    if isinstance(e, te.Select):
-        return eval_int(e.t if eval_int(e.cond, env) else e.f, env)
-    raise ValueError(type(e).__name__)
 
 
 def _conjuncts(e: te.Expr) -> list[te.Expr]:
@@ -219,7 +193,7 @@ def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] 
         if any(te.mentions(c, v) for c in mine for v in (pn, pc, ph if d else pw)):
             return None
         try:
-            ok = [all(bool(eval_int(c, {var: q})) for c in mine) for q in range(t.shape[2 + d])]
+            ok = [all(bool(evaluate(c, {var: q})) for c in mine) for q in range(t.shape[2 + d])]
         except (ValueError, KeyError):
             return None
         if any(o and not 0 <= q + f.const < x.shape[2 + d] for q, o in enumerate(ok)):

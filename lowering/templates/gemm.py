@@ -19,6 +19,7 @@ each output panel right after the micro-kernels wrote it, while it is still in c
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lowering import te
-from lowering.affine import normalize, simplify_index
+from lowering.affine import evaluate, normalize, simplify_index
 from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
 from lowering.lower import _Converter, lower_stage, stages_of
@@ -264,7 +265,7 @@ class GemmSpace(ScheduleSpace):
     def default_config(self) -> Config:
         """The configuration the cost model ranks best (the space is small: enumerate)."""
         best: tuple[float, Config] | None = None
-        for combo in _product([k.options for k in self.knobs]):
+        for combo in itertools.product(*[k.options for k in self.knobs]):
             cfg = {k.name: v for k, v in zip(self.knobs, combo, strict=True)}
             c = self.threaded_cost(cfg)
             if best is None or c < best[0]:
@@ -344,13 +345,6 @@ def _set_conflicts(stride: int, rows: int) -> bool:
     return math.ceil(rows / period) > 4
 
 
-def _product(options: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
-    out: list[tuple[object, ...]] = [()]
-    for opts in options:
-        out = [(*o, x) for o in out for x in opts]
-    return out
-
-
 class _Builder:
     def __init__(self, space: GemmSpace, config: Config, name: str) -> None:
         self.s = space
@@ -386,7 +380,7 @@ class _Builder:
             return t.op.body
         return None
 
-    def _add(self, name: str, dtype: str, shape: tuple[int, ...], role: str) -> Buffer:
+    def _add(self, dtype: str, shape: tuple[int, ...], role: str) -> Buffer:
         b = Buffer(f"{role[0]}{len(self.buffers)}", dtype, shape, role)
         self.buffers.append(b)
         return b
@@ -403,9 +397,9 @@ class _Builder:
             if self.b_mode == "const" and i == s.b_const:
                 shape = (self.nt, K, blk.nr)
                 self.transforms[i] = self._const_packer(p.b, p.n, blk.nr, self.nt)
-            self.bufs[id(t)] = self._add("in", t.dtype, shape, "input")
+            self.bufs[id(t)] = self._add(t.dtype, shape, "input")
         out = s.outputs[0]
-        self.out = self._add("out", out.dtype, out.shape, "output")
+        self.out = self._add(out.dtype, out.shape, "output")
         self.bufs[id(out)] = self.out
         # a padding copy that only the packed B operand reads is folded into the packing
         # (its clamped loads make it a vectorised select there): one pass over the input less
@@ -413,11 +407,11 @@ class _Builder:
             p.b.tensor) else set()
         for t in p.pre:
             if id(t) not in self.bufs and not t.op.inline and id(t) not in self.folded:  # type: ignore[union-attr]
-                self.bufs[id(t)] = self._add("pre", t.dtype, t.shape, "scratch")
+                self.bufs[id(t)] = self._add(t.dtype, t.shape, "scratch")
         nb = p.batch.size
-        self.ap = self._add("ap", "float32", (nb, self.mt, K, blk.mr), "scratch") \
+        self.ap = self._add("float32", (nb, self.mt, K, blk.mr), "scratch") \
             if self.a_mode == "pack" else None
-        self.bp = self._add("bp", "float32", (nb, self.nt, K, blk.nr), "scratch") \
+        self.bp = self._add("float32", (nb, self.nt, K, blk.nr), "scratch") \
             if self.b_mode == "pack" else None
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
@@ -438,7 +432,7 @@ class _Builder:
             of = np.arange(tiles * r).reshape(tiles, 1, r)
             kf = np.arange(K).reshape(1, K, 1)
             valid = of < size
-            idx = _eval_int(flat, {flat_expr_vars[0]: np.minimum(of, size - 1),
+            idx = evaluate(flat, {flat_expr_vars[0]: np.minimum(of, size - 1),
                                    flat_expr_vars[1]: kf})
             vals = arr.reshape(-1)[np.broadcast_to(idx, (tiles, K, r))]
             return np.where(valid, vals, 0).astype(np.float32)
@@ -468,11 +462,9 @@ class _Builder:
                 _c(1), _c(r)
         flat = self.s._flat(load, own, tile * r, k0)
         flat = te.substitute(flat, bvars)
-        mv, kv = te.Var("mf"), te.Var("kf")
-        f = normalize(self.s._flat(load, own, mv, kv))
-        assert f is not None
+        own_stride, k_stride = self.s.direct_strides[id(load)]  # found by _direct_ok
         buf = self.bufs[id(load.tensor)]
-        return BufPtr(buf, simplify_index(flat)), _c(f.coefficient(mv)), _c(f.coefficient(kv))
+        return BufPtr(buf, simplify_index(flat)), _c(own_stride), _c(k_stride)
 
     def mt_or_nt(self, which: str) -> int:
         return self.mt if which == "a" else self.nt
@@ -669,18 +661,3 @@ def _bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:
                              if isinstance(a, BufPtr) else te.substitute(a, vmap)
                              for a in s.args])
     raise TypeError(f"unexpected statement {s!r}")
-
-
-def _eval_int(e: te.Expr, env: dict[te.Var, np.ndarray]) -> np.ndarray:
-    """Evaluate an integer index expression over numpy arrays (compile-time packing)."""
-    if isinstance(e, te.Var):
-        return env[e]
-    if isinstance(e, te.Const):
-        return np.int64(e.value)  # type: ignore[return-value]
-    if isinstance(e, te.Binary):
-        a, b = _eval_int(e.a, env), _eval_int(e.b, env)
-        ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
-               "floordiv": np.floor_divide, "mod": np.mod, "min": np.minimum,
-               "max": np.maximum}
-        return ops[e.op](a, b)
-    raise TypeError(f"cannot evaluate {e!r} at compile time")

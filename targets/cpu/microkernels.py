@@ -91,9 +91,6 @@ def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     return _GemmWriter(blk).text()
 
 
-ROUTINE_SIGNATURE = ("ptr", "i64", "i64", "ptr", "i64", "ptr", "i64", "i64", "i64", "i64", "i64")
-
-
 class _GemmWriter:
     def __init__(self, blk: GemmBlock) -> None:
         self.b = blk
@@ -112,6 +109,13 @@ class _GemmWriter:
 
     def label(self, s: str) -> None:
         self.lines.append(f"{s}:")
+
+    def masked_load(self, ptr: str, mask: str) -> str:
+        """One vector from `ptr`, lanes off in `mask` read as 0 (and not touched in memory)."""
+        x = self.t()
+        self.emit(f"{x} = call {self.vt} @llvm.masked.load.v{self.b.lanes}f32.p0(ptr align 4 "
+                  f"{ptr}, {self.mt} {mask}, {self.vt} zeroinitializer)")
+        return x
 
     def text(self) -> tuple[str, list[str]]:
         b, vt, mt = self.b, self.vt, self.mt
@@ -168,10 +172,7 @@ class _GemmWriter:
         loaded = [[""] * b.nv for _ in range(b.mr)]
         for r in range(b.mr):
             for v in range(b.nv):
-                x = self.t()
-                self.emit(f"{x} = call {vt} @llvm.masked.load.{sfx}.p0(ptr align 4 {cptr[r][v]}, "
-                          f"{mt} {masks[v]}, {vt} zeroinitializer)")
-                loaded[r][v] = x
+                loaded[r][v] = self.masked_load(cptr[r][v], masks[v])
         self.emit("br label %start")
         self.label("zero_c")
         self.emit("br label %start")
@@ -234,12 +235,11 @@ class _GemmWriter:
         for v in range(b.nv):
             p = self.t()
             self.emit(f"{p} = getelementptr float, ptr {bk}, i64 {v * L}")
-            x = self.t()
             if masks is None:
+                x = self.t()
                 self.emit(f"{x} = load {vt}, ptr {p}, align 4")
             else:
-                self.emit(f"{x} = call {vt} @llvm.masked.load.{sfx}.p0(ptr align 4 {p}, "
-                          f"<{L} x i1> {masks[v]}, {vt} zeroinitializer)")
+                x = self.masked_load(p, masks[v])
             bvec.append(x)
         aoff = self.t()
         self.emit(f"{aoff} = mul i64 {kk}, %a_ks")
