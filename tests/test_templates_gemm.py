@@ -83,6 +83,30 @@ def test_register_blocks_fit_the_target():
             assert blk.lanes == t.vector_lanes_f32
 
 
+def test_micro_kernel_prefetches_b_rows_ahead():
+    """B rows of window and direct operands lie a feature-map plane apart, too far for the
+    hardware prefetchers: the full-tile loop prefetches every line of a row some k ahead."""
+    from targets.cpu.microkernels import PREFETCH_ROWS, routine_ir
+    blk = gemm_blocks(host_target())[0]
+    text, decls = routine_ir(blk.routine, host_target())
+    full_loop = text[text.index("full.body:"):text.index("full.exit:")]
+    assert full_loop.count("@llvm.prefetch") == (blk.nr * 4 + 63) // 64 + 1
+    assert f"mul i64 %b_ks, {PREFETCH_ROWS}" in text
+    assert any("llvm.prefetch" in d for d in decls)
+
+
+def test_cost_model_choices_for_network_layers():
+    """What the fitted cost model picks for typical layers (measured best on a Cascade Lake
+    core: benchmarks/RESULTS.md): window mode for 3x3 stride-1 convolutions on small images,
+    im2col packing for strided ones, B read in place for 1x1 stride-1 ones."""
+    cases = [((1, 256, 14, 14), 256, 3, 1, 1, "window"), ((1, 128, 56, 56), 128, 3, 2, 1, "pack"),
+             ((1, 256, 28, 28), 64, 1, 1, 0, "direct")]
+    for (n, c, h, w), k, kh, stride, pad, mode in cases:
+        ins, out, wv = general_conv(n, c, h, w, k, kh, kh, (pad,) * 4, stride=stride)
+        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        assert space.default_config()["b"] == mode
+
+
 # every configuration of a space computes the same result -------------------------------------
 
 def run_all(space: GemmSpace, configs, arrays):
@@ -248,3 +272,96 @@ def test_padding_folded_into_packing_only_for_strided_windows():
         xv, bv = rand(1, 8, 18, 18), rand(16)
         got = run_all(space, [space.default_config()], [xv, wv, bv])[0]
         np.testing.assert_allclose(got, _conv_ref(xv, wv, bv, stride, 1), rtol=1e-4, atol=1e-3)
+
+
+# window mode: convolutions without im2col ----------------------------------------------------
+
+def general_conv(n, c, h, w, k, kh, kw, pads=(0, 0, 0, 0), stride=1, dilation=1, group=1):
+    x = te.placeholder((n, c, h, w), "float32", "x")
+    wt = te.placeholder((k, c // group, kh, kw), "float32", "w")
+    b = te.placeholder((k,), "float32", "b")
+    oh = (h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
+    ow = (w + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
+    wv = rand(k, c // group, kh, kw)
+    out = op_outputs("Conv", [x, wt, b], [None, wv, None], (n, k, oh, ow), pads=list(pads),
+                     strides=[stride, stride], dilations=[dilation, dilation], group=group)[0]
+    return [x, wt, b], out, wv
+
+
+def general_conv_ref(x, w, b, pads, stride, dilation, group):
+    n, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))).astype(np.float64)
+    oh = (h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
+    ow = (wd + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // group
+    for g in range(group):
+        for r in range(kh):
+            for s in range(kw):
+                r0, s0 = r * dilation, s * dilation
+                patch = xp[:, g * cg:(g + 1) * cg, r0:r0 + stride * oh:stride,
+                           s0:s0 + stride * ow:stride]
+                out[:, g * kg:(g + 1) * kg] += np.einsum(
+                    "nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, r, s])
+    return (out + b[None, :, None, None]).astype(np.float32)
+
+
+def test_window_found_for_unit_stride_convolutions():
+    ins, out, wv = general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1))
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    w = space.window
+    assert w is not None and "window" in dict((k.name, k.options) for k in space.knobs)["b"]
+    # the run is the input channels; the taps step by the padded row (22) and by one
+    assert w.run_extent == 16 and w.run_stride == 22 * 22
+    assert sorted((e, c) for _, e, c in w.taps) == [(3, 1), (3, 22)]
+    assert (w.out_row, w.row, w.rows, w.size) == (20, 22, 20, 19 * 22 + 20)
+    # dilation 2 and a non-square kernel keep the window; their taps step further
+    ins, out, wv = general_conv(1, 8, 12, 40, 8, 3, 5, pads=(2, 4, 2, 4), dilation=2)
+    w = GemmTemplate.match(ins, [out], [None, wv, None], host_target()).window
+    assert w is not None and sorted(c for _, _, c in w.taps) == [2, 2 * 48]
+
+
+def test_no_window_for_strided_pointwise_or_tiny_images():
+    cases = [
+        general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1), stride=2),  # stride 2
+        general_conv(1, 16, 20, 20, 32, 1, 1),  # 1x1: read in place ("direct")
+        general_conv(1, 16, 4, 4, 32, 3, 3, pads=(1, 1, 1, 1)),  # 22 columns for 16 pixels
+    ]
+    for ins, out, wv in cases:
+        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        assert space.window is None
+        assert "window" not in dict((k.name, k.options) for k in space.knobs)["b"]
+
+
+@pytest.mark.parametrize("n,c,h,w,k,kh,kw,pads,dilation,group", [
+    (1, 150, 9, 9, 20, 3, 3, (1, 1, 1, 1), 1, 1),   # run split into K blocks (kc < 150)
+    (2, 12, 10, 10, 16, 3, 3, (1, 1, 1, 1), 1, 1),  # batch 2
+    (1, 8, 12, 40, 8, 3, 5, (2, 4, 2, 4), 2, 1),    # dilated, non-square, odd padding
+    (1, 10, 14, 14, 6, 3, 3, (0, 0, 0, 0), 1, 1),   # no padding: B is the input itself
+])
+def test_every_window_schedule(n, c, h, w, k, kh, kw, pads, dilation, group):
+    ins, out, wv = general_conv(n, c, h, w, k, kh, kw, pads, dilation=dilation, group=group)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    assert space is not None and space.window is not None
+    configs = [cfg for cfg in all_configs(space) if cfg["b"] == "window"]
+    configs += [{**configs[0], "block": b} for b in space.knobs[0].options]
+    configs += [{**configs[0], "kc": kc, "parallel": par}
+                for kc in space.knobs[1].options for par in ("n", "m")]
+    xv, bv = rand(n, c, h, w), rand(k)
+    ref = general_conv_ref(xv, wv, bv, pads, 1, dilation, group)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+@pytest.mark.parametrize("target", ["cpu-avx2", "aarch64"])
+def test_window_mode_compiles_for_other_targets(target):
+    t = NAMED_TARGETS[target]
+    ins, out, wv = general_conv(1, 8, 9, 9, 24, 3, 3, pads=(1, 1, 1, 1))
+    space = GemmTemplate.match(ins, [out], [None, wv, None], t)
+    mb = ModuleBuilder(t)
+    for i, blk in enumerate(space.knobs[0].options):
+        mb.add_kernel(space.build({**space.default_config(), "b": "window", "block": blk},
+                                  f"kw{i}").kernel)
+    obj, _ = optimize_and_emit(mb.text(), t)
+    assert len(obj) > 0

@@ -12,7 +12,14 @@ Operands reach the micro-kernel in one of three ways:
   (A: [M/MR][K][MR], B: [N/NR][K][NR], zero-padded) — weights cost nothing to pack at run time;
 - "direct": read in place when its flat index is affine in (m, k) / (k, n) with B contiguous
   in n (plain MatMul operands, 1x1 stride-1 convolutions);
-- "pack": copied into micro-panels by the kernel itself (im2col for other convolutions).
+- "pack": copied into micro-panels by the kernel itself (im2col for other convolutions);
+- "window" (B of a convolution whose window reads the input with unit stride along the output
+  width): no im2col. The output pixels are numbered in the input's row pitch ("virtual"
+  columns `oh * Wp + ow`, a few per row past the output width computed and thrown away), so
+  for each filter tap and input channel the B row is one contiguous run of the (padded) input,
+  shifted by the tap's offset; the taps become outer loops around micro-kernel calls that
+  accumulate into a virtual-column scratch, and the epilogue compacts it into the output.
+  The input is read in place, once per tap, instead of being copied nine times over.
 The epilogue (bias, activation, residual, the conv bias of the reduction's init) is applied to
 each output panel right after the micro-kernels wrote it, while it is still in cache.
 """
@@ -41,10 +48,17 @@ MIN_MACS = 1 << 14
 # Parallel loops below this many multiply-adds cost more than they save.
 PARALLEL_MIN_MACS = 1 << 18
 KC_OPTIONS = (128, 256, 512)
-# Cost-model constants: a Cascade Lake / Zen-class core. They only rank schedules.
+# Cost-model constants. They only rank schedules; their values were fitted to measurements
+# of every configuration of the ResNet-50 and MobileNetV2 convolutions on a Cascade Lake core
+# (benchmarks/RESULTS.md, "cost model"), within physically sensible ranges.
 CORE_GHZ, FMA_UNITS = 2.5e9, 2
 L1, L2 = 32 << 10, 1 << 20
-BW_L1, BW_L2, BW_MEM = 200e9, 100e9, 10e9
+BW_L1, BW_L2, BW_MEM = 145e9, 65e9, 18e9
+EFF_MAX = 0.92  # fraction of peak the micro-kernel reaches on L1-resident operands
+EFF_INTENSITY = 1.95  # FMAs per loaded value below which the loads limit the micro-kernel
+STALL = 0.16  # fraction of operand traffic that out-of-order execution does not hide
+BW_WINDOW = 110e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
+PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 
 
 def _c(v: int) -> te.Const:
@@ -93,6 +107,35 @@ class GemmPattern:
     n: Group
     k: Group
     init: te.Expr  # the reduction's initial value (conv bias), an expression of output axes
+
+
+@dataclass
+class Window:
+    """How a convolution's B operand is read in "window" mode (see the module docstring)."""
+
+    run: te.Var  # the reduction axis the micro-kernel walks (input channels)
+    run_extent: int
+    run_stride: int  # elements between consecutive run values in B's buffer
+    taps: list[tuple[te.Var, int, int]]  # the other reduction axes: (var, extent, offset/step)
+    out_row: int  # output row length (the innermost N axis)
+    row: int  # virtual row pitch: the input's row stride (>= out_row)
+    rows: int  # output rows (all outer N axes flattened)
+    flat: te.Expr  # B's flat index in the batch, N and K variables
+
+    @property
+    def size(self) -> int:
+        """Virtual columns: the last row ends at the output's row length."""
+        return (self.rows - 1) * self.row + self.out_row
+
+    @property
+    def k_group(self) -> Group:
+        """The reduction axes in the order the packed A is laid out for this mode."""
+        return Group([v for v, _, _ in self.taps] + [self.run],
+                     [e for _, e, _ in self.taps] + [self.run_extent])
+
+
+# Above this fraction of thrown-away virtual columns, im2col packing is cheaper.
+WINDOW_MAX_WASTE = 0.3
 
 
 def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
@@ -213,6 +256,10 @@ class GemmSpace(ScheduleSpace):
             ["direct", "pack"] if self._direct_ok(pat.a, pat.m, need_unit=None) else ["pack"])
         b_modes = ["const"] if self.b_const is not None else (
             ["direct", "pack"] if self._direct_ok(pat.b, pat.n, need_unit=pat.n) else ["pack"])
+        self.window = self._window_of(pat.b) if "direct" not in b_modes and \
+            self.a_const is not None and self.b_const is None else None
+        if self.window is not None:
+            b_modes.append("window")
         K = pat.k.size
         self.knobs = [
             Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
@@ -236,8 +283,9 @@ class GemmSpace(ScheduleSpace):
                 return i
         return None
 
-    def _flat(self, load: te.Load, own: Group, own_flat: te.Expr, k_flat: te.Expr) -> te.Expr:
-        vmap = {**own.unflatten(own_flat), **self.pat.k.unflatten(k_flat)}
+    def _flat(self, load: te.Load, own: Group, own_flat: te.Expr, k_flat: te.Expr,
+              k_group: Group | None = None) -> te.Expr:
+        vmap = {**own.unflatten(own_flat), **(k_group or self.pat.k).unflatten(k_flat)}
         t = load.tensor
         strides = Buffer("_", t.dtype, t.shape, "input").strides
         flat: te.Expr = _c(0)
@@ -257,6 +305,40 @@ class GemmSpace(ScheduleSpace):
             return False
         self.direct_strides[id(load)] = (f.coefficient(mv), f.coefficient(kv))
         return True
+
+    def _window_of(self, load: te.Load) -> Window | None:
+        """The window-mode reading of B, when its flat index is affine in every N and K axis,
+        unit-stride along the innermost output axis, and the virtual columns waste little."""
+        p = self.pat
+        t = load.tensor
+        if t.op is not None and t.op.inline:
+            return None
+        strides = Buffer("_", t.dtype, t.shape, "input").strides
+        flat: te.Expr = _c(0)
+        for ix, st in zip(load.indices, strides, strict=True):
+            flat = flat + ix * st
+        f = normalize(flat)
+        if f is None:
+            return None
+        nvars = [(v, e) for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        kvars = [(v, e) for v, e in zip(p.k.vars, p.k.extents, strict=True) if e != 1]
+        if not nvars or not 1 <= len(nvars) <= 2 or len(kvars) < 2:
+            return None
+        if not all(f.depends_only_linearly(v) for v, _ in nvars + kvars):
+            return None
+        out_row = nvars[-1][1]
+        if f.coefficient(nvars[-1][0]) != 1:
+            return None
+        row = f.coefficient(nvars[0][0]) if len(nvars) == 2 else out_row
+        rows = nvars[0][1] if len(nvars) == 2 else 1
+        if row < out_row:
+            return None
+        run, run_extent = max(kvars, key=lambda ve: ve[1])
+        taps = [(v, e, f.coefficient(v)) for v, e in kvars if v is not run]
+        w = Window(run, run_extent, f.coefficient(run), taps, out_row, row, rows, flat)
+        if w.size > (1 + WINDOW_MAX_WASTE) * p.n.size:
+            return None
+        return w
 
     def block(self, config: Config) -> GemmBlock:
         mr, nv = (int(x) for x in str(config["block"]).split("x"))
@@ -280,16 +362,21 @@ class GemmSpace(ScheduleSpace):
     # cost model ---------------------------------------------------------------------------
     def cost(self, config: Config) -> float:
         """Seconds on one core: the larger of the padded FMA work (at a rate set by the
-        block's arithmetic intensity) and the operand traffic of the loop order, plus packing.
+        block's arithmetic intensity) and the operand traffic of the loop order, plus the part
+        of the traffic that stalls the core anyway, plus packing and partial-result passes.
         Traffic: in the N-outer order ("n") the packed A is re-read once per N panel and each
         B micro-panel once per M tile; in the M-outer order ("m") the other way round. A
         re-read comes from L1, L2 or memory depending on what the loop touches in between."""
         p, blk = self.pat, self.block(config)
         M, N, K, B = p.m.size, p.n.size, p.k.size, p.batch.size
+        window = config["b"] == "window"
+        if window:
+            assert self.window is not None
+            N = self.window.size  # virtual columns
         mt, nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
         Mp, Np = mt * blk.mr, nt * blk.nr
         peak = CORE_GHZ * FMA_UNITS * blk.lanes  # multiply-adds per second
-        eff = min(1.0, blk.intensity / 2.2) * 0.9
+        eff = min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
         compute = B * Mp * Np * K / (peak * eff)
         kc = int(config["kc"])  # type: ignore[call-overload]
 
@@ -299,25 +386,39 @@ class GemmSpace(ScheduleSpace):
         a_bytes, b_bytes = Mp * K * 4, K * Np * 4
         if config["parallel"] == "n":
             # jo > kb > io: a B micro-panel stays resident across the io loop; an A block is
-            # reused only by the next N panel, after the whole of A went through the cache
+            # reused only by the next N panel, after the whole of A went through the cache;
+            # the epilogue re-reads an M x NR output panel
             traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
+            traffic += Mp * Np * 8 / bw(Mp * blk.nr * 4)
         else:
             traffic = mt * b_bytes / bw(b_bytes) + nt * a_bytes / bw(kc * blk.mr * 4)
+            traffic += Mp * Np * 8 / bw(blk.mr * Np * 4)
         traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
-        t = B * max(compute, traffic)
+        t = B * (max(compute, traffic) + STALL * traffic)
         if config["b"] == "pack":
-            t += B * b_bytes * 3 / BW_L2
+            # im2col copies output-row runs: a vector copy plus a fixed cost per run
+            run = p.n.extents[-1]
+            t += B * K * Np * (1 / 8 + PACK_RUN_CYCLES / run) / CORE_GHZ
         if config["a"] == "pack":
             t += B * a_bytes * 3 / BW_L2
         if config["b"] == "direct" and K > 64:
-            t += B * b_bytes / BW_MEM  # rows far apart: prefetchers and TLB suffer
             if _set_conflicts(self.direct_strides[id(p.b)][1], 2 * blk.nv):
                 t += B * mt * b_bytes / BW_MEM
         if config["a"] == "direct":
             rs, ks = self.direct_strides[id(p.a)]
             if _set_conflicts(rs if ks == 1 else ks, blk.mr):
                 t += B * nt * a_bytes / BW_MEM
-        if kc < K:  # partial results written and re-read per K block
+        if window:
+            w = self.window
+            assert w is not None
+            # B rows are far apart: every call streams its rows' cache lines from L2 (NV
+            # vectors touch NV + 1 lines unaligned) rather than reusing a resident panel
+            t = max(t, B * mt * nt * K * (blk.nv + 1) * 64 / BW_WINDOW)
+            # partial results per tap and run block; the compaction pass
+            blocks = K // w.run_extent * math.ceil(w.run_extent / kc)
+            t += B * Mp * Np * 4 * 2 * blocks / BW_L2 / blk.nv
+            t += B * M * p.n.size * 4 * 2 / BW_L2
+        elif kc < K:  # partial results written and re-read per K block
             t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
         return t
 
@@ -325,7 +426,8 @@ class GemmSpace(ScheduleSpace):
         """One-core time divided among the threads by the tiles of the parallel loop."""
         t = self.cost(config) if one_core is None else one_core
         p, blk = self.pat, self.block(config)
-        tiles = p.batch.size * (math.ceil(p.n.size / blk.nr) if config["parallel"] == "n"
+        n = self.window.size if config["b"] == "window" and self.window else p.n.size
+        tiles = p.batch.size * (math.ceil(n / blk.nr) if config["parallel"] == "n"
                                 else math.ceil(p.m.size / blk.mr))
         threads = max(1, os.cpu_count() or 1)
         if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
@@ -393,7 +495,9 @@ class _Builder:
             shape = t.shape
             if self.a_mode == "const" and i == s.a_const:
                 shape = (self.mt, K, blk.mr)
-                self.transforms[i] = self._const_packer(p.a, p.m, blk.mr, self.mt)
+                self.transforms[i] = self._const_packer(
+                    p.a, p.m, blk.mr, self.mt,
+                    s.window.k_group if self.b_mode == "window" else None)  # type: ignore[union-attr]
             if self.b_mode == "const" and i == s.b_const:
                 shape = (self.nt, K, blk.nr)
                 self.transforms[i] = self._const_packer(p.b, p.n, blk.nr, self.nt)
@@ -413,6 +517,10 @@ class _Builder:
             if self.a_mode == "pack" else None
         self.bp = self._add("float32", (nb, self.nt, K, blk.nr), "scratch") \
             if self.b_mode == "pack" else None
+        self.win = s.window if self.b_mode == "window" else None
+        if self.win is not None:  # the micro-kernels' virtual-column output
+            self.nt = math.ceil(self.win.size / blk.nr)
+            self.cv = self._add("float32", (nb, M, self.win.size), "scratch")
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
                               for t in p.pre if id(t) in self.bufs]
@@ -421,12 +529,13 @@ class _Builder:
         return BuiltKernel(kernel, dict(self.transforms))  # type: ignore[arg-type]
 
     # constant packing at compile time -----------------------------------------------------------
-    def _const_packer(self, load: te.Load, own: Group, r: int, tiles: int):
+    def _const_packer(self, load: te.Load, own: Group, r: int, tiles: int,
+                      k_group: Group | None = None):
         s = self.s
         K = self.p.k.size
         size = own.size
         flat_expr_vars = (te.Var("of"), te.Var("kf"))
-        flat = s._flat(load, own, *flat_expr_vars)
+        flat = s._flat(load, own, *flat_expr_vars, k_group=k_group)
 
         def pack(arr: np.ndarray) -> np.ndarray:
             of = np.arange(tiles * r).reshape(tiles, 1, r)
@@ -572,6 +681,9 @@ class _Builder:
             t = te.Var("pjo")
             stages.append(self._fused_loop(bflat, t, nb, self.nt, outer_kind,
                                            self._pack_stage("b", bflat, bvars, t)))
+        if self.win is not None:
+            stages.append(self._window_main(bflat, bvars, par, outer_kind))
+            return stages
         if par == "n":
             body: list[Stmt] = []
             if self.b_mode == "pack":
@@ -590,6 +702,81 @@ class _Builder:
             stages.append(self._fused_loop(bflat, io, nb, self.mt, outer_kind, Seq(body)))
         return stages
 
+    def _window_main(self, bflat: te.Var, bvars: dict[te.Var, te.Expr], par: str,
+                     kind: str) -> Stmt:
+        """Window mode: per tile, the taps and run blocks accumulate micro-kernel calls into
+        the virtual-column scratch; the epilogue then compacts each finished panel."""
+        p, blk, w = self.p, self.blk, self.win
+        assert w is not None
+        M, K, V = p.m.size, p.k.size, w.size
+        io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")
+        tap_vars = [te.Var("tap") for _ in w.taps]
+        a_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
+        b_buf = self.bufs[id(p.b.tensor)]
+        zero = {v: _c(0) for v in p.n.vars + p.k.vars}
+        base = te.substitute(w.flat, {**zero, **bvars})
+        tap_off: te.Expr = _c(0)
+        tap_flat: te.Expr = _c(0)
+        for tv, (_, e, coef) in zip(tap_vars, w.taps, strict=True):
+            tap_off = tap_off + tv * coef
+            tap_flat = tap_flat * e + tv
+        nk = math.ceil(w.run_extent / self.kc) if self.kc < w.run_extent else 1
+        kc = min(self.kc, w.run_extent)
+        c0 = kb * kc
+
+        def call() -> Stmt:
+            a_off = io * (K * blk.mr) + (tap_flat * w.run_extent + c0) * blk.mr
+            b_off = base + c0 * w.run_stride + tap_off + jo * blk.nr
+            c_off = (bflat * M + io * blk.mr) * V + jo * blk.nr
+            return Call(blk.routine, [
+                BufPtr(a_buf, simplify_index(a_off)), _c(1), _c(blk.mr),
+                BufPtr(b_buf, simplify_index(b_off)), _c(w.run_stride),
+                BufPtr(self.cv, simplify_index(c_off)), _c(V),
+                te.minimum(_c(kc), _c(w.run_extent) - c0),
+                te.minimum(_c(blk.mr), _c(M) - io * blk.mr),
+                te.minimum(_c(blk.nr), _c(V) - jo * blk.nr),
+                te.minimum(kb + tap_flat, _c(1))])
+
+        def over_k(body: Stmt) -> Stmt:
+            for tv, (_, e, _) in reversed(list(zip(tap_vars, w.taps, strict=True))):
+                body = For(tv, _c(e), "serial", body)
+            return For(kb, _c(nk), "serial", body)
+
+        if par == "n":
+            body = Seq([over_k(For(io, _c(self.mt), "serial", call())),
+                        self._window_epilogue(bvars, bflat, _c(0), _c(M), jo * blk.nr,
+                                              te.minimum(_c(V), jo * blk.nr + blk.nr))])
+            return self._fused_loop(bflat, jo, p.batch.size, self.nt, kind, body)
+        body = Seq([For(jo, _c(self.nt), "serial", over_k(call())),
+                    self._window_epilogue(bvars, bflat, io * blk.mr,
+                                          te.minimum(_c(blk.mr), _c(M) - io * blk.mr),
+                                          _c(0), _c(V))])
+        return self._fused_loop(bflat, io, p.batch.size, self.mt, kind, body)
+
+    def _window_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
+                         mlen: te.Expr, v0: te.Expr, v1: te.Expr) -> Stmt:
+        """out = epilogue(scratch + init) for rows [m0, m0+mlen) and the output pixels whose
+        virtual columns lie in [v0, v1): one loop over output rows, one over the row."""
+        p, w = self.p, self.win
+        assert w is not None
+        M, N = p.m.size, p.n.size
+        i, r, j = te.Var("ei"), te.Var("er"), te.Var("ej")
+        nvars = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        n_vmap: dict[te.Var, te.Expr] = {v: _c(0) for v in p.n.vars}
+        n_vmap[nvars[-1]] = j
+        if len(nvars) == 2:
+            n_vmap[nvars[0]] = r
+        mi = m0 + i
+        acc = BufLoad(self.cv, simplify_index((bflat * M + mi) * w.size + r * w.row + j))
+        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j)
+        value = self._epilogue_value(bvars, mi, n_vmap, acc)
+        lo = te.maximum(_c(0), v0 - r * w.row)
+        hi = te.minimum(_c(w.out_row), v1 - r * w.row)
+        return For(i, mlen, "serial", For(
+            r, v1 // w.row + te.minimum(_c(1), v1 % w.row), "serial",
+            For(j, hi, "vectorize", Store(self.out, out_index, value), start=lo),
+            start=v0 // w.row))
+
     def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
                     body: Stmt) -> Stmt:
         """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
@@ -606,9 +793,20 @@ class _Builder:
         M, N = p.m.size, p.n.size
         i, j = te.Var("ei"), te.Var("ej")
         mi, nj = m0 + i, n0 + j
-        vmap = {**bvars, **p.m.unflatten(mi), **p.n.unflatten(nj)}
         out_index = (bflat * M + mi) * N + nj
-        acc: te.Expr = BufLoad(self.out, out_index)
+        value = self._epilogue_value(bvars, mi, p.n.unflatten(nj), BufLoad(self.out, out_index))
+        if value is None:
+            return Seq([])
+        return For(i, mlen, "serial",
+                   For(j, nlen, "vectorize", Store(self.out, simplify_index(out_index), value)))
+
+    def _epilogue_value(self, bvars: dict[te.Var, te.Expr], mi: te.Expr,
+                        n_vmap: dict[te.Var, te.Expr], acc: te.Expr,
+                        ) -> te.Expr | None:
+        """epilogue(acc + init) at output row `mi` and N axes `n_vmap`; None when it is the
+        identity on the accumulator."""
+        p = self.p
+        vmap = {**bvars, **p.m.unflatten(mi), **n_vmap}
         init = p.init
         has_init = not (isinstance(init, te.Const) and float(init.value) == 0.0)
         conv = _Converter(self.bufs)
@@ -616,19 +814,14 @@ class _Builder:
             acc = acc + _simplify_loads(conv(te.substitute(init, {
                 ax.var: vmap[ax.var] for ax in p.product.op.axes})))  # type: ignore[union-attr]
         if p.epilogue is None:
-            if not has_init:
-                return Seq([])
-            value = acc
-        else:
-            e = p.epilogue
-            body = te.expand_inline(e.op.body)  # type: ignore[union-attr]
-            body = _replace_loads(body, p.product, acc)
-            # the epilogue's axes correspond one to one to the product's (same shape)
-            axes = {ea.var: vmap[pa.var] for ea, pa in zip(
-                e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
-            value = _simplify_loads(conv(te.substitute(body, axes)))
-        return For(i, mlen, "serial",
-                   For(j, nlen, "vectorize", Store(self.out, simplify_index(out_index), value)))
+            return acc if has_init or self.win is not None else None
+        e = p.epilogue
+        body = te.expand_inline(e.op.body)  # type: ignore[union-attr]
+        body = _replace_loads(body, p.product, acc)
+        # the epilogue's axes correspond one to one to the product's (same shape)
+        axes = {ea.var: vmap[pa.var] for ea, pa in zip(
+            e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
+        return _simplify_loads(conv(te.substitute(body, axes)))
 
 
 def _replace_loads(e: te.Expr, t: te.Tensor, by: te.Expr) -> te.Expr:

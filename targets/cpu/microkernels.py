@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from targets.cpu.target import CpuTarget
 
 GEMM_PREFIX = "aotc_gemm_f32_"
+# How many k steps ahead the micro-kernel prefetches B rows.
+PREFETCH_ROWS = 8
 _GEMM_NAME = re.compile(r"^aotc_gemm_f32_(\d+)x(\d+)v(\d+)$")
 
 
@@ -126,11 +128,13 @@ class _GemmWriter:
             f"declare {vt} @llvm.masked.load.{sfx}.p0(ptr, {mt}, {vt})",
             f"declare void @llvm.masked.store.{sfx}.p0({vt}, ptr, {mt})",
             "declare i64 @llvm.smin.i64(i64, i64)",
+            "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
         ]
         head = (f"define internal void @{b.routine}(ptr %a, i64 %a_rs, i64 %a_ks, ptr %b, "
                 "i64 %b_ks, ptr %c, i64 %ldc, i64 %k, i64 %m_valid, i64 %n_valid, "
                 "i64 %accumulate) alwaysinline nounwind")
         self.label("entry")
+        self.emit(f"%pf_off = mul i64 %b_ks, {PREFETCH_ROWS}")
         last = self.t()
         self.emit(f"{last} = sub i64 %m_valid, 1")
         # row pointers (rows past m_valid alias the last valid row)
@@ -231,6 +235,15 @@ class _GemmWriter:
         self.emit(f"{boff} = mul i64 {kk}, %b_ks")
         bk = self.t()
         self.emit(f"{bk} = getelementptr float, ptr %b, i64 {boff}")
+        if masks is None and PREFETCH_ROWS:
+            # B rows PREFETCH_ROWS ahead: rows far apart (window or direct operands) defeat
+            # the hardware prefetchers, and a prefetch costs only a load-port slot here
+            for line in range((b.nr * 4 + 63) // 64 + 1):
+                q = self.t()
+                self.emit(f"{q} = getelementptr i8, ptr {bk}, i64 {line * 64}")
+                q2 = self.t()
+                self.emit(f"{q2} = getelementptr float, ptr {q}, i64 %pf_off")
+                self.emit(f"call void @llvm.prefetch.p0(ptr {q2}, i32 0, i32 3, i32 1)")
         bvec = []
         for v in range(b.nv):
             p = self.t()
