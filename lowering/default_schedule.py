@@ -21,7 +21,7 @@ from lowering import te
 from lowering.schedule import Loop, StageSchedule
 
 # Below this many inner-loop iterations in total a parallel loop costs more than it saves.
-PARALLEL_MIN_WORK = 1 << 15
+PARALLEL_MIN_WORK = 1 << 17
 # Width of the output slice a reduction keeps hot while it runs over the reduce loops.
 REDUCTION_BLOCK = 256
 # A lone element-wise loop longer than this is split so that the parallel loop has chunks.

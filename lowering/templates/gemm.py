@@ -46,7 +46,7 @@ I64 = "int64"
 # Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
 MIN_MACS = 1 << 14
 # Parallel loops below this many multiply-adds cost more than they save.
-PARALLEL_MIN_MACS = 1 << 18
+PARALLEL_MIN_MACS = 1 << 21
 KC_OPTIONS = (128, 256, 512)
 # Cost-model constants. They only rank schedules; their values were fitted to measurements
 # of every configuration of the ResNet-50 and MobileNetV2 convolutions on a Cascade Lake core
@@ -58,6 +58,7 @@ EFF_MAX = 0.92  # fraction of peak the micro-kernel reaches on L1-resident opera
 EFF_INTENSITY = 1.95  # FMAs per loaded value below which the loads limit the micro-kernel
 STALL = 0.16  # fraction of operand traffic that out-of-order execution does not hide
 BW_WINDOW = 110e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
+LINE_FLOATS = 16  # floats per 64-byte cache line
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 
 
@@ -518,9 +519,18 @@ class _Builder:
         self.bp = self._add("float32", (nb, self.nt, K, blk.nr), "scratch") \
             if self.b_mode == "pack" else None
         self.win = s.window if self.b_mode == "window" else None
-        if self.win is not None:  # the micro-kernels' virtual-column output
+        # Where the micro-kernels accumulate: the output itself, or a scratch whose row pitch
+        # is a whole number of cache lines. N tiles of different threads then never share a
+        # line: with a pitch like 196 floats, the tiles' edges share lines that the threads
+        # store to on every K block (false sharing measured 3x slower at 2 threads).
+        self.acc, self.ld = self.out, N
+        if self.win is not None:  # the virtual-column output
             self.nt = math.ceil(self.win.size / blk.nr)
-            self.cv = self._add("float32", (nb, M, self.win.size), "scratch")
+            self.ld = _round_up(self.win.size, LINE_FLOATS)
+            self.acc = self._add("float32", (nb, M, self.ld), "scratch")
+        elif N % LINE_FLOATS and self.cfg["parallel"] == "n" and self.nt > 1:
+            self.ld = _round_up(N, LINE_FLOATS)
+            self.acc = self._add("float32", (nb, M, self.ld), "scratch")
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
                               for t in p.pre if id(t) in self.bufs]
@@ -657,11 +667,11 @@ class _Builder:
                       acc: te.Expr) -> Stmt:
             a_ptr, a_rs, a_ks = self._operand_ptr("a", bvars, io_, k0, bflat)
             b_ptr, _, b_ks = self._operand_ptr("b", bvars, jo_, k0, bflat)
-            c_off = (bflat * M + io_ * blk.mr) * N + jo_ * blk.nr
+            c_off = (bflat * M + io_ * blk.mr) * self.ld + jo_ * blk.nr
             m_valid = te.minimum(_c(blk.mr), _c(M) - io_ * blk.mr)
             n_valid = te.minimum(_c(blk.nr), _c(N) - jo_ * blk.nr)
-            return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.out, c_off),
-                                      _c(N), klen, m_valid, n_valid, acc])
+            return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
+                                      _c(self.ld), klen, m_valid, n_valid, acc])
 
         def k_blocks(body_of) -> Stmt:
             """body_of(k0, klen, accumulate) over the K blocks."""
@@ -727,11 +737,11 @@ class _Builder:
         def call() -> Stmt:
             a_off = io * (K * blk.mr) + (tap_flat * w.run_extent + c0) * blk.mr
             b_off = base + c0 * w.run_stride + tap_off + jo * blk.nr
-            c_off = (bflat * M + io * blk.mr) * V + jo * blk.nr
+            c_off = (bflat * M + io * blk.mr) * self.ld + jo * blk.nr
             return Call(blk.routine, [
                 BufPtr(a_buf, simplify_index(a_off)), _c(1), _c(blk.mr),
                 BufPtr(b_buf, simplify_index(b_off)), _c(w.run_stride),
-                BufPtr(self.cv, simplify_index(c_off)), _c(V),
+                BufPtr(self.acc, simplify_index(c_off)), _c(self.ld),
                 te.minimum(_c(kc), _c(w.run_extent) - c0),
                 te.minimum(_c(blk.mr), _c(M) - io * blk.mr),
                 te.minimum(_c(blk.nr), _c(V) - jo * blk.nr),
@@ -767,7 +777,7 @@ class _Builder:
         if len(nvars) == 2:
             n_vmap[nvars[0]] = r
         mi = m0 + i
-        acc = BufLoad(self.cv, simplify_index((bflat * M + mi) * w.size + r * w.row + j))
+        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + r * w.row + j))
         out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j)
         value = self._epilogue_value(bvars, mi, n_vmap, acc)
         lo = te.maximum(_c(0), v0 - r * w.row)
@@ -794,7 +804,8 @@ class _Builder:
         i, j = te.Var("ei"), te.Var("ej")
         mi, nj = m0 + i, n0 + j
         out_index = (bflat * M + mi) * N + nj
-        value = self._epilogue_value(bvars, mi, p.n.unflatten(nj), BufLoad(self.out, out_index))
+        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + nj))
+        value = self._epilogue_value(bvars, mi, p.n.unflatten(nj), acc)
         if value is None:
             return Seq([])
         return For(i, mlen, "serial",
@@ -814,7 +825,7 @@ class _Builder:
             acc = acc + _simplify_loads(conv(te.substitute(init, {
                 ax.var: vmap[ax.var] for ax in p.product.op.axes})))  # type: ignore[union-attr]
         if p.epilogue is None:
-            return acc if has_init or self.win is not None else None
+            return acc if has_init or self.acc is not self.out else None
         e = p.epilogue
         body = te.expand_inline(e.op.body)  # type: ignore[union-attr]
         body = _replace_loads(body, p.product, acc)
@@ -822,6 +833,10 @@ class _Builder:
         axes = {ea.var: vmap[pa.var] for ea, pa in zip(
             e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
         return _simplify_loads(conv(te.substitute(body, axes)))
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
 
 
 def _replace_loads(e: te.Expr, t: te.Tensor, by: te.Expr) -> te.Expr:
