@@ -266,19 +266,25 @@ def test_conv_with_relu_and_residual_against_ort():
     check_model(model, [rand(1, 32, 14, 14)])
 
 
-def test_padding_folded_into_packing_only_for_strided_windows():
-    """A stride-2 window reads each input element ~2 times: its padding copy is folded into the
-    im2col packing (no scratch for it). A 3x3 stride-1 window reads it 9 times: copy kept."""
-    for stride, folded in ((2, True), (1, False)):
-        ins, out, wv = conv_te(8, 16, 18, 3, stride=stride, pad=1)
+def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps():
+    """A stride-2 window reads each input element ~2 times: when it has no taps along the row
+    (k x 1), its padding copy is folded into the im2col packing (no scratch for it). With taps
+    along the row (3x3), the packing reads a residue-split copy instead (see the test below),
+    made from the padded copy. A 3x3 stride-1 window reads it 9 times: the copy is kept."""
+    for kw, stride, folded in ((1, 2, True), (3, 2, False), (3, 1, False)):
+        pads = (1, kw // 2, 1, kw // 2)
+        ins, out, wv = general_conv(1, 8, 18, 18, 16, 3, kw, pads, stride=stride)
         space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
-        kernel = space.build(space.default_config()).kernel
+        cfg = {**space.default_config(), "b": "pack"}
+        kernel = space.build(cfg).kernel
         scratch = [b.shape for b in kernel.buffers if b.role == "scratch"]
-        span = (out.shape[2] - 1) * stride + 3  # the padded copy's side
-        assert ((1, 8, span, span) not in scratch) == folded, scratch
+        oh, ow = out.shape[2:]
+        span = (1, 8, (oh - 1) * stride + 3, (ow - 1) * stride + kw)  # the padded copy
+        assert (span not in scratch) == folded, scratch
         xv, bv = rand(1, 8, 18, 18), rand(16)
-        got = run_all(space, [space.default_config()], [xv, wv, bv])[0]
-        np.testing.assert_allclose(got, _conv_ref(xv, wv, bv, stride, 1), rtol=1e-4, atol=1e-3)
+        got = run_all(space, [cfg], [xv, wv, bv])[0]
+        np.testing.assert_allclose(got, general_conv_ref(xv, wv, bv, pads, stride, 1, 1),
+                                   rtol=1e-4, atol=1e-3)
 
 
 # window mode: convolutions without im2col ----------------------------------------------------
@@ -372,3 +378,30 @@ def test_window_mode_compiles_for_other_targets(target):
                                   f"kw{i}").kernel)
     obj, _ = optimize_and_emit(mb.text(), t)
     assert len(obj) > 0
+
+
+@pytest.mark.parametrize("c,h,w,k,kh,kw,pads,stride,dilation", [
+    (3, 30, 30, 16, 7, 7, (3, 3, 3, 3), 2, 1),     # ResNet stem
+    (8, 17, 23, 12, 5, 3, (2, 1, 2, 1), 3, 1),     # stride 3, odd widths
+    (6, 19, 19, 10, 3, 3, (2, 2, 2, 2), 2, 2),     # dilated
+])
+def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, stride, dilation):
+    """A window with stride s along the row is packed from a copy of its input split by column
+    residue ([q][..][j] = x[.., s*j + q]), so the packing copies contiguous runs; every packed
+    schedule still computes the convolution. 1x1 strided windows are packed directly."""
+    ins, out, wv = general_conv(1, c, h, w, k, kh, kw, pads, stride=stride, dilation=dilation)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    configs = [cfg for cfg in all_configs(space) if cfg["b"] == "pack"]
+    for cfg in configs:
+        kernel = space.build(cfg).kernel
+        split = [b for b in kernel.buffers if b.role == "scratch" and len(b.shape) == 5
+                 and b.shape[0] == stride]
+        assert len(split) == 1, [b.shape for b in kernel.buffers]
+    xv, bv = rand(1, c, h, w), rand(k)
+    ref = general_conv_ref(xv, wv, bv, pads, stride, dilation, 1)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+    ins, out, wv = general_conv(1, 64, 20, 20, 32, 1, 1, stride=2)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    kernel = space.build({**space.default_config(), "b": "pack"}).kernel
+    assert not [b for b in kernel.buffers if b.role == "scratch" and len(b.shape) == 5]

@@ -480,6 +480,49 @@ class _Builder:
         packed = p.batch.size * p.n.size * p.k.size
         return packed <= 3 * math.prod(t.shape)
 
+    def _stride_split(self) -> tuple[te.Tensor, te.Load] | None:
+        """(split tensor, B load rewritten to read it) when B's last index is `s * n + k`
+        with n the innermost N axis, s > 1, and k a function of reduction axes only."""
+        p = self.p
+        load = p.b
+        t = load.tensor
+        if t.op is not None and t.op.inline or len(load.indices) < 2:
+            return None
+        n_axes = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        if not n_axes:
+            return None
+        n_last = n_axes[-1]
+        last = load.indices[-1]
+        f = normalize(last)
+        if f is None or not f.depends_only_linearly(n_last):
+            return None
+        stride = f.coefficient(n_last)
+        if stride <= 1 or any(te.mentions(ix, n_last) for ix in load.indices[:-1]):
+            return None
+        rest = normalize(last - n_last * stride)
+        if rest is None or any(te.mentions(rest.to_expr(), v) for v in p.n.vars + p.batch.vars):
+            return None
+        k_part = rest.to_expr()
+        if not any(te.mentions(k_part, v) for v, e in zip(p.k.vars, p.k.extents, strict=True)
+                   if e > 1):
+            return None  # no taps along the row (1x1 strided): the split would copy unused data
+        if any(isinstance(a, te.Var) and c < 0 for a, c in rest.terms.values()) or rest.const < 0:
+            return None  # the residue and quotient below assume a non-negative offset
+        width = t.shape[-1]
+        cols = -(-width // stride)
+        src = t
+
+        def body(q: te.Var, *idx: te.Var) -> te.Expr:
+            col = idx[-1] * stride + q
+            clamped = te.minimum(col, _c(width - 1))
+            return te.select(te.Binary("lt", col, _c(width)), src[(*idx[:-1], clamped)],
+                             te.Const(0.0, t.dtype))
+
+        split = te.compute((stride, *t.shape[:-1], cols), body, "strided_split")
+        new_load = split[(k_part % stride, *load.indices[:-1], n_last + k_part // stride)]
+        assert isinstance(new_load, te.Load)
+        return split, new_load
+
     def _inline(self, t: te.Tensor) -> te.Expr | None:
         if t.op is not None and (t.op.inline or id(t) in self.folded):
             return t.op.body
@@ -508,13 +551,19 @@ class _Builder:
         out = s.outputs[0]
         self.out = self._add(out.dtype, out.shape, "output")
         self.bufs[id(out)] = self.out
+        # B read with a stride along the packed rows (strided convolutions): the packing would
+        # gather; instead one pass splits B's last axis by residue (x = s*j + q -> [q][..][j])
+        # and the packing copies contiguous runs of the split
+        self.split = self._stride_split() if self.b_mode == "pack" else None
         # a padding copy that only the packed B operand reads is folded into the packing
         # (its clamped loads make it a vectorised select there): one pass over the input less
-        self.folded = {id(p.b.tensor)} if self.b_mode == "pack" and self._only_b_reads(
-            p.b.tensor) else set()
+        self.folded = {id(p.b.tensor)} if self.b_mode == "pack" and self.split is None and \
+            self._only_b_reads(p.b.tensor) else set()
         for t in p.pre:
             if id(t) not in self.bufs and not t.op.inline and id(t) not in self.folded:  # type: ignore[union-attr]
                 self.bufs[id(t)] = self._add(t.dtype, t.shape, "scratch")
+        if self.split is not None:
+            self.bufs[id(self.split[0])] = self._add("float32", self.split[0].shape, "scratch")
         nb = p.batch.size
         self.ap = self._add("float32", (nb, self.mt, K, blk.mr), "scratch") \
             if self.a_mode == "pack" else None
@@ -536,6 +585,8 @@ class _Builder:
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
                               for t in p.pre if id(t) in self.bufs]
+        if self.split is not None:
+            stages.append(lower_stage(default_schedule(self.split[0], lanes), self.bufs))
         stages += self._main()
         kernel = Kernel(self.name, self.buffers, stages)
         return BuiltKernel(kernel, dict(self.transforms))  # type: ignore[arg-type]
@@ -598,7 +649,7 @@ class _Builder:
         p, blk = self.p, self.blk
         K = p.k.size
         load, own, r, buf = (p.a, p.m, blk.mr, self.ap) if which == "a" else \
-            (p.b, p.n, blk.nr, self.bp)
+            (p.b if self.split is None else self.split[1], p.n, blk.nr, self.bp)
         assert buf is not None
         t0 = tile * r
         valid = te.minimum(_c(r), _c(own.size) - t0)
