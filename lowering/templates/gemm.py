@@ -513,16 +513,15 @@ class _Builder:
         if any(isinstance(a, te.Var) and c < 0 for a, c in rest.terms.values()) or rest.const < 0:
             return None  # the residue and quotient below assume a non-negative offset
         width = t.shape[-1]
-        cols = -(-width // stride)
-        src = t
 
         def body(q: te.Var, *idx: te.Var) -> te.Expr:
             col = idx[-1] * stride + q
             clamped = te.minimum(col, _c(width - 1))
-            return te.select(te.Binary("lt", col, _c(width)), src[(*idx[:-1], clamped)],
+            return te.select(te.Binary("lt", col, _c(width)), t[(*idx[:-1], clamped)],
                              te.Const(0.0, t.dtype))
 
-        split = te.compute((stride, *t.shape[:-1], cols), body, "strided_split")
+        split = te.compute((stride, *t.shape[:-1], _round_up(width, stride) // stride), body,
+                           "strided_split")
         new_load = split[(k_part % stride, *load.indices[:-1], n_last + k_part // stride)]
         assert isinstance(new_load, te.Load)
         return split, new_load
