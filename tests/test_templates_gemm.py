@@ -35,15 +35,35 @@ def op_outputs(op, inputs, consts, out_shape, **attrs):
     return OPS[op](ctx)
 
 
-def conv_te(c, k, h, kh, stride=1, pad=0, group=1, n=1, bias=True):
-    x = te.placeholder((n, c, h, h), "float32", "x")
-    w = te.placeholder((k, c // group, kh, kh), "float32", "w")
-    b = te.placeholder((k,), "float32", "b") if bias else None
-    oh = (h + 2 * pad - kh) // stride + 1
-    wv = rand(k, c // group, kh, kh)
-    out = op_outputs("Conv", [x, w, b], [None, wv, None], (n, k, oh, oh),
-                     pads=[pad] * 4, strides=[stride, stride], group=group)[0]
-    return [x, w] + ([b] if b is not None else []), out, wv
+def general_conv(n, c, h, w, k, kh, kw, pads=(0, 0, 0, 0), stride=1, dilation=1, group=1):
+    x = te.placeholder((n, c, h, w), "float32", "x")
+    wt = te.placeholder((k, c // group, kh, kw), "float32", "w")
+    b = te.placeholder((k,), "float32", "b")
+    oh = (h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
+    ow = (w + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
+    wv = rand(k, c // group, kh, kw)
+    out = op_outputs("Conv", [x, wt, b], [None, wv, None], (n, k, oh, ow), pads=list(pads),
+                     strides=[stride, stride], dilations=[dilation, dilation], group=group)[0]
+    return [x, wt, b], out, wv
+
+
+def general_conv_ref(x, w, b, pads, stride, dilation, group):
+    n, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))).astype(np.float64)
+    oh = (h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
+    ow = (wd + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, k, oh, ow))
+    kg = k // group
+    for g in range(group):
+        for r in range(kh):
+            for s in range(kw):
+                r0, s0 = r * dilation, s * dilation
+                patch = xp[:, g * cg:(g + 1) * cg, r0:r0 + stride * oh:stride,
+                           s0:s0 + stride * ow:stride]
+                out[:, g * kg:(g + 1) * kg] += np.einsum(
+                    "nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, r, s])
+    return (out + b[None, :, None, None]).astype(np.float32)
 
 
 # matching -----------------------------------------------------------------------------------
@@ -59,7 +79,7 @@ def test_matmul_groups():
 
 
 def test_conv_is_implicit_gemm():
-    ins, out, _ = conv_te(16, 32, 20, 3, pad=1)
+    ins, out, _ = general_conv(1, 16, 20, 20, 32, 3, 3, (1, 1, 1, 1))
     pat = analyze([out])
     assert pat is not None
     # M = output channels, N = output pixels (oh, ow), K = input channels x window
@@ -69,7 +89,7 @@ def test_conv_is_implicit_gemm():
 
 
 def test_no_match_for_depthwise_and_matvec():
-    _, dw, _ = conv_te(32, 32, 20, 3, pad=1, group=32)
+    _, dw, _ = general_conv(1, 32, 20, 20, 32, 3, 3, (1, 1, 1, 1), group=32)
     assert analyze([dw]) is None
     a = te.placeholder((300, 400), "float32", "a")
     v = te.placeholder((400,), "float32", "v")
@@ -174,33 +194,20 @@ def test_every_matmul_schedule():
 
 
 def test_every_conv_schedule():
-    ins, out, wv = conv_te(6, 20, 11, 3, stride=2, pad=1)
+    ins, out, wv = general_conv(1, 6, 11, 11, 20, 3, 3, (1, 1, 1, 1), stride=2)
     xv, bv = rand(1, 6, 11, 11), rand(20)
     space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
     assert space is not None
     configs = list(all_configs(space))
-    ref = _conv_ref(xv, wv, bv, 2, 1)
+    ref = general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 2, 1, 1)
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
-
-
-def _conv_ref(x, w, b, stride, pad):
-    n, c, h, _ = x.shape
-    k, _, kh, kw = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-    oh = (h + 2 * pad - kh) // stride + 1
-    out = np.zeros((n, k, oh, oh), np.float64)
-    for r in range(kh):
-        for s in range(kw):
-            patch = xp[:, :, r:r + stride * oh:stride, s:s + stride * oh:stride]
-            out += np.einsum("nchw,kc->nkhw", patch, w[:, :, r, s])
-    return (out + b[None, :, None, None]).astype(np.float32)
 
 
 @pytest.mark.parametrize("target", ["cpu-avx2", "aarch64"])
 def test_other_targets_compile(target):
     t = NAMED_TARGETS[target]
-    ins, out, wv = conv_te(8, 24, 9, 3, pad=1)
+    ins, out, wv = general_conv(1, 8, 9, 9, 24, 3, 3, (1, 1, 1, 1))
     space = GemmTemplate.match(ins, [out], [None, wv, None], t)
     assert space is not None
     mb = ModuleBuilder(t)
@@ -288,37 +295,6 @@ def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps()
 
 
 # window mode: convolutions without im2col ----------------------------------------------------
-
-def general_conv(n, c, h, w, k, kh, kw, pads=(0, 0, 0, 0), stride=1, dilation=1, group=1):
-    x = te.placeholder((n, c, h, w), "float32", "x")
-    wt = te.placeholder((k, c // group, kh, kw), "float32", "w")
-    b = te.placeholder((k,), "float32", "b")
-    oh = (h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
-    ow = (w + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
-    wv = rand(k, c // group, kh, kw)
-    out = op_outputs("Conv", [x, wt, b], [None, wv, None], (n, k, oh, ow), pads=list(pads),
-                     strides=[stride, stride], dilations=[dilation, dilation], group=group)[0]
-    return [x, wt, b], out, wv
-
-
-def general_conv_ref(x, w, b, pads, stride, dilation, group):
-    n, c, h, wd = x.shape
-    k, cg, kh, kw = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3]))).astype(np.float64)
-    oh = (h + pads[0] + pads[2] - dilation * (kh - 1) - 1) // stride + 1
-    ow = (wd + pads[1] + pads[3] - dilation * (kw - 1) - 1) // stride + 1
-    out = np.zeros((n, k, oh, ow))
-    kg = k // group
-    for g in range(group):
-        for r in range(kh):
-            for s in range(kw):
-                r0, s0 = r * dilation, s * dilation
-                patch = xp[:, g * cg:(g + 1) * cg, r0:r0 + stride * oh:stride,
-                           s0:s0 + stride * ow:stride]
-                out[:, g * kg:(g + 1) * kg] += np.einsum(
-                    "nchw,kc->nkhw", patch, w[g * kg:(g + 1) * kg, :, r, s])
-    return (out + b[None, :, None, None]).astype(np.float32)
-
 
 def test_window_found_for_unit_stride_convolutions():
     ins, out, wv = general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1))

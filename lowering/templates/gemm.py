@@ -289,12 +289,7 @@ class GemmSpace(ScheduleSpace):
     def _flat(self, load: te.Load, own: Group, own_flat: te.Expr, k_flat: te.Expr,
               k_group: Group | None = None) -> te.Expr:
         vmap = {**own.unflatten(own_flat), **(k_group or self.pat.k).unflatten(k_flat)}
-        t = load.tensor
-        strides = Buffer("_", t.dtype, t.shape, "input").strides
-        flat: te.Expr = _c(0)
-        for ix, s in zip(load.indices, strides, strict=True):
-            flat = flat + te.substitute(ix, vmap) * s
-        return flat
+        return te.substitute(_flat_index(load), vmap)
 
     def _direct_ok(self, load: te.Load, own: Group, need_unit: Group | None) -> bool:
         """Whether the operand's flat index is affine in its (own, k) flat indices."""
@@ -316,10 +311,7 @@ class GemmSpace(ScheduleSpace):
         t = load.tensor
         if t.op is not None and t.op.inline:
             return None
-        strides = Buffer("_", t.dtype, t.shape, "input").strides
-        flat: te.Expr = _c(0)
-        for ix, st in zip(load.indices, strides, strict=True):
-            flat = flat + ix * st
+        flat = _flat_index(load)
         f = normalize(flat)
         if f is None:
             return None
@@ -839,7 +831,7 @@ class _Builder:
         lo = te.maximum(_c(0), v0 - r * w.row)
         hi = te.minimum(_c(w.out_row), v1 - r * w.row)
         return For(i, mlen, "serial", For(
-            r, v1 // w.row + te.minimum(_c(1), v1 % w.row), "serial",
+            r, (v1 + w.row - 1) // w.row, "serial",
             For(j, hi, "vectorize", Store(self.out, out_index, value), start=lo),
             start=v0 // w.row))
 
@@ -889,6 +881,16 @@ class _Builder:
         axes = {ea.var: vmap[pa.var] for ea, pa in zip(
             e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
         return _simplify_loads(conv(te.substitute(body, axes)))
+
+
+def _flat_index(load: te.Load) -> te.Expr:
+    """The row-major element offset a load reads, in the load's own index variables."""
+    t = load.tensor
+    strides = Buffer("_", t.dtype, t.shape, "input").strides
+    flat: te.Expr = _c(0)
+    for ix, st in zip(load.indices, strides, strict=True):
+        flat = flat + ix * st
+    return flat
 
 
 def _round_up(n: int, m: int) -> int:

@@ -181,26 +181,15 @@ class _GemmWriter:
         self.label("zero_c")
         self.emit("br label %start")
         self.label("start")
-        init = [[""] * b.nv for _ in range(b.mr)]
-        for r in range(b.mr):
-            for v in range(b.nv):
-                x = self.t()
-                self.emit(f"{x} = phi {vt} [ {loaded[r][v]}, %load_c ], "
-                          f"[ zeroinitializer, %zero_c ]")
-                init[r][v] = x
+        zeros = [["zeroinitializer"] * b.nv for _ in range(b.mr)]
+        init = self._phis(loaded, "load_c", zeros, "zero_c")
         full = self.t()
         self.emit(f"{full} = icmp eq i64 %n_valid, {b.nr}")
         self.emit(f"br i1 {full}, label %full.head, label %tail.head")
         res_full = self._k_loop("full", init, masks=None)
         res_tail = self._k_loop("tail", init, masks=masks)
         self.label("store")
-        res = [[""] * b.nv for _ in range(b.mr)]
-        for r in range(b.mr):
-            for v in range(b.nv):
-                x = self.t()
-                self.emit(f"{x} = phi {vt} [ {res_full[r][v]}, %full.exit ], "
-                          f"[ {res_tail[r][v]}, %tail.exit ]")
-                res[r][v] = x
+        res = self._phis(res_full, "full.exit", res_tail, "tail.exit")
         for r in range(b.mr):
             rv = self.t()
             self.emit(f"{rv} = icmp slt i64 {r}, %m_valid")
@@ -211,6 +200,18 @@ class _GemmWriter:
                           f"{cptr[r][v]}, {mt} {m})")
         self.emit("ret void")
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
+
+    def _phis(self, a: list[list[str]], a_block: str, b: list[list[str]], b_block: str
+              ) -> list[list[str]]:
+        """One phi per accumulator: a[r][v] coming from block a_block, b[r][v] from b_block."""
+        out = [[""] * self.b.nv for _ in range(self.b.mr)]
+        for r in range(self.b.mr):
+            for v in range(self.b.nv):
+                x = self.t()
+                self.emit(f"{x} = phi {self.vt} [ {a[r][v]}, %{a_block} ], "
+                          f"[ {b[r][v]}, %{b_block} ]")
+                out[r][v] = x
+        return out
 
     def _k_loop(self, tag: str, init: list[list[str]], masks: list[str] | None) -> list[list[str]]:
         """for k: acc[r][v] = fma(splat(A[r,k]), B[k, v], acc[r][v]); returns the exit values."""
