@@ -50,11 +50,23 @@ def test_clamped_padding_is_a_plain_select():
 
 
 def test_load_that_may_be_out_of_bounds_stays_a_branch():
-    x = te.placeholder((10,), "float32", "x")
-    # x[i - 3] is out of bounds for i < 3: only the taken side may load
-    y = te.compute((13,), lambda i: te.select(te.ge(i, 3), x[i - 3], 0.0), name="shift")
+    x = te.placeholder((10, 4), "float32", "x")
+    # x[i - 3] is out of bounds for i < 3: only the taken side may load (the condition is on
+    # the outer loop, so boundary partitioning of the inner loop leaves the select)
+    y = te.compute((13, 4), lambda i, j: te.select(te.ge(i, 3), x[i - 3, j], 0.0),
+                   name="shift")
     ir = _kernel_ir([x], [y])
     assert "label %St" in ir
+    xv = np.arange(40, dtype=np.float32).reshape(10, 4)
+    np.testing.assert_array_equal(run_te([x], [y], [xv])[0],
+                                  np.concatenate([np.zeros((3, 4), np.float32), xv]))
+
+
+def test_boundary_condition_on_the_inner_loop_is_partitioned_away():
+    x = te.placeholder((10,), "float32", "x")
+    y = te.compute((13,), lambda i: te.select(te.ge(i, 3), x[i - 3], 0.0), name="shift")
+    ir = _kernel_ir([x], [y])
+    assert "label %St" not in ir  # zeros for i < 3, a plain copy after
     xv = np.arange(10, dtype=np.float32)
     np.testing.assert_array_equal(run_te([x], [y], [xv])[0],
                                   np.concatenate([np.zeros(3, np.float32), xv]))

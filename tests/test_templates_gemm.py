@@ -381,3 +381,74 @@ def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, strid
     space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
     kernel = space.build({**space.default_config(), "b": "pack"}).kernel
     assert not [b for b in kernel.buffers if b.role == "scratch" and len(b.shape) == 5]
+
+
+# pixel mode: output pixels in the micro-kernel's rows, channels in its vectors ---------------
+
+def test_pixel_mode_found_for_convolutions_with_enough_channels():
+    cases = [
+        (general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1)), (1, 22)),
+        (general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1), stride=2), (2, 2 * 21)),  # the padding stops at the last column read
+        (general_conv(1, 32, 7, 7, 64, 1, 1), (1, 7)),
+    ]
+    for (ins, out, wv), (col_stride, row) in cases:
+        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        assert "pixels" in dict((k.name, k.options) for k in space.knobs)["b"]
+        assert (space.pixels.col_stride, space.pixels.row) == (col_stride, row)
+    # three input channels (an RGB stem): too short a run per call
+    ins, out, wv = general_conv(1, 3, 30, 30, 16, 7, 7, (3, 3, 3, 3), stride=2)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    assert "pixels" not in dict((k.name, k.options) for k in space.knobs)["b"]
+
+
+@pytest.mark.parametrize("n,c,h,w,k,kh,kw,pads,stride,dilation", [
+    (1, 20, 13, 13, 40, 3, 3, (1, 1, 1, 1), 1, 1),   # rows of 13: ragged tiles, 40 channels
+    (1, 24, 15, 15, 20, 3, 3, (1, 1, 1, 1), 2, 1),   # stride 2
+    (2, 16, 12, 40, 8, 3, 5, (2, 4, 2, 4), 1, 2),    # batch 2, dilated, non-square
+    (1, 32, 7, 7, 48, 1, 1, (0, 0, 0, 0), 1, 1),     # 1x1 on 7x7: tiles span output rows
+    (1, 150, 5, 5, 33, 3, 3, (1, 1, 1, 1), 1, 1),    # channel blocks (kc < 150), 5x5 image
+])
+def test_every_pixel_schedule(n, c, h, w, k, kh, kw, pads, stride, dilation):
+    ins, out, wv = general_conv(n, c, h, w, k, kh, kw, pads, stride=stride, dilation=dilation)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    base = {**space.default_config(), "b": "pixels", "parallel": "n"}
+    configs = [{**base, "block": blk, "kc": kc}
+               for blk in space.knobs[0].options for kc in space.knobs[1].options]
+    xv, bv = rand(n, c, h, w), rand(k)
+    ref = general_conv_ref(xv, wv, bv, pads, stride, dilation, 1)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def test_pixel_mode_with_relu_and_residual_against_ort():
+    """The epilogue runs in place over the transposed tiles: bias, residual add and ReLU."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 14, 14])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 14, 14])
+    inits = [numpy_helper.from_array(rand(32, 32, 3, 3) * 0.1, "w"),
+             numpy_helper.from_array(rand(32), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "x"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    ins, out, wv = general_conv(1, 32, 14, 14, 32, 3, 3, (1, 1, 1, 1))
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    assert space.default_config()["b"] == "pixels"
+    check_model(model, [rand(1, 32, 14, 14)])
+
+
+@pytest.mark.parametrize("target", ["cpu-avx2", "aarch64"])
+def test_pixel_mode_compiles_for_other_targets(target):
+    """Narrower vectors transpose in 8x8 or 4x4 blocks, and blocks taller than a vector
+    transpose in several."""
+    t = NAMED_TARGETS[target]
+    ins, out, wv = general_conv(1, 16, 9, 9, 24, 3, 3, pads=(1, 1, 1, 1))
+    space = GemmTemplate.match(ins, [out], [None, wv, None], t)
+    assert any(int(b.split("x")[0]) > t.vector_lanes_f32 for b in space.knobs[0].options)
+    mb = ModuleBuilder(t)
+    for i, blk in enumerate(space.knobs[0].options):
+        for kc in space.knobs[1].options:
+            mb.add_kernel(space.build({**space.default_config(), "b": "pixels", "block": blk,
+                                       "kc": kc}, f"kp{i}_{kc}").kernel)
+    obj, _ = optimize_and_emit(mb.text(), t)
+    assert len(obj) > 0

@@ -40,7 +40,7 @@ from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
 from lowering.lower import _Converter, lower_stage, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
-from targets.cpu.microkernels import GemmBlock, gemm_blocks
+from targets.cpu.microkernels import GemmBlock, conv_routine, gemm_blocks
 
 I64 = "int64"
 # Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
@@ -124,6 +124,7 @@ class Window:
     row: int  # virtual row pitch: the input's row stride (>= out_row)
     rows: int  # output rows (all outer N axes flattened)
     flat: te.Expr  # B's flat index in the batch, N and K variables
+    col_stride: int = 1  # elements between neighbouring output pixels of a row in the input
 
     @property
     def size(self) -> int:
@@ -139,6 +140,13 @@ class Window:
 
 # Above this fraction of thrown-away virtual columns, im2col packing is cheaper.
 WINDOW_MAX_WASTE = 0.3
+# Pixel mode: fewer input channels than this per micro-kernel call cost more in accumulator
+# loads and stores than they compute.
+PIXELS_MIN_RUN = 16
+# Pixel mode: output pixels per block of rows that share one pass over a weight panel.
+PIXELS_PER_BLOCK = 48
+BW_PIXELS = 60e9  # rate of pixel mode's per-step stream (weights and input lines) from L2
+PIXELS_CALL_CYCLES = 40  # set-up of one tap-by-tap pixel-mode call (row pointers, branches)
 
 
 def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
@@ -263,6 +271,12 @@ class GemmSpace(ScheduleSpace):
             self.a_const is not None and self.b_const is None else None
         if self.window is not None:
             b_modes.append("window")
+        # "pixels": the convolution with the roles swapped, see _Builder._pixels_main
+        self.pixels = self._conv_reading(pat.b) if self.a_const is not None and \
+            self.b_const is None else None
+        if self.pixels is not None and self.pixels.run_extent >= PIXELS_MIN_RUN and \
+                len(self.pixels.taps) <= 2:
+            b_modes.append("pixels")
         K = pat.k.size
         self.knobs = [
             Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
@@ -288,7 +302,9 @@ class GemmSpace(ScheduleSpace):
 
     def _flat(self, load: te.Load, own: Group, own_flat: te.Expr, k_flat: te.Expr,
               k_group: Group | None = None) -> te.Expr:
-        vmap = {**own.unflatten(own_flat), **(k_group or self.pat.k).unflatten(k_flat)}
+        k = self.pat.k
+        units = {v: _c(0) for v, e in zip(k.vars, k.extents, strict=True) if e == 1}
+        vmap = {**units, **own.unflatten(own_flat), **(k_group or k).unflatten(k_flat)}
         return te.substitute(_flat_index(load), vmap)
 
     def _direct_ok(self, load: te.Load, own: Group, need_unit: Group | None) -> bool:
@@ -304,9 +320,9 @@ class GemmSpace(ScheduleSpace):
         self.direct_strides[id(load)] = (f.coefficient(mv), f.coefficient(kv))
         return True
 
-    def _window_of(self, load: te.Load) -> Window | None:
-        """The window-mode reading of B, when its flat index is affine in every N and K axis,
-        unit-stride along the innermost output axis, and the virtual columns waste little."""
+    def _conv_reading(self, load: te.Load) -> Window | None:
+        """How a convolution reads its input B: the flat index affine in every N and K axis,
+        with at most two (non-unit) N axes, output rows and the pixels along a row."""
         p = self.pat
         t = load.tensor
         if t.op is not None and t.op.inline:
@@ -317,21 +333,28 @@ class GemmSpace(ScheduleSpace):
             return None
         nvars = [(v, e) for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
         kvars = [(v, e) for v, e in zip(p.k.vars, p.k.extents, strict=True) if e != 1]
-        if not nvars or not 1 <= len(nvars) <= 2 or len(kvars) < 2:
+        if not 1 <= len(nvars) <= 2 or not kvars:
             return None
         if not all(f.depends_only_linearly(v) for v, _ in nvars + kvars):
             return None
         out_row = nvars[-1][1]
-        if f.coefficient(nvars[-1][0]) != 1:
-            return None
-        row = f.coefficient(nvars[0][0]) if len(nvars) == 2 else out_row
+        col_stride = f.coefficient(nvars[-1][0])
+        row = f.coefficient(nvars[0][0]) if len(nvars) == 2 else out_row * col_stride
         rows = nvars[0][1] if len(nvars) == 2 else 1
-        if row < out_row:
+        if col_stride < 1 or row < out_row * col_stride:
             return None
         run, run_extent = max(kvars, key=lambda ve: ve[1])
         taps = [(v, e, f.coefficient(v)) for v, e in kvars if v is not run]
-        w = Window(run, run_extent, f.coefficient(run), taps, out_row, row, rows, flat)
-        if w.size > (1 + WINDOW_MAX_WASTE) * p.n.size:
+        return Window(run, run_extent, f.coefficient(run), taps, out_row, row, rows, flat,
+                      col_stride)
+
+    def _window_of(self, load: te.Load) -> Window | None:
+        """The window-mode reading of B: unit stride along the output row, taps besides the
+        input channels, and few thrown-away virtual columns."""
+        w = self._conv_reading(load)
+        if w is None or w.col_stride != 1 or not w.taps:
+            return None
+        if w.size > (1 + WINDOW_MAX_WASTE) * self.pat.n.size:
             return None
         return w
 
@@ -366,6 +389,8 @@ class GemmSpace(ScheduleSpace):
         Traffic: in the N-outer order ("n") the packed A is re-read once per N panel and each
         B micro-panel once per M tile; in the M-outer order ("m") the other way round. A
         re-read comes from L1, L2 or memory depending on what the loop touches in between."""
+        if config["b"] == "pixels":
+            return self._pixels_cost(config)
         p, blk = self.pat, self.block(config)
         M, N, K, B = p.m.size, p.n.size, p.k.size, p.batch.size
         window = config["b"] == "window"
@@ -421,6 +446,38 @@ class GemmSpace(ScheduleSpace):
             t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
         return t
 
+    def _pixels_cost(self, config: Config) -> float:
+        """Pixel mode: the FMA work of whole tiles (rows past a short tile's end computed and
+        dropped), against the stream it reads per k step and tile from L2 — NR weights and
+        the lines the tile's input pixels span — plus the partial tiles of tap-by-tap calls,
+        the output's write-back and the in-place epilogue. (Tap-by-tap calls reuse a tap's
+        weights from L1 across a block's tiles, but measured no faster than one call per
+        tile: the model leaves that reuse out.)"""
+        p, blk, w = self.pat, self.block(config), self.pixels
+        assert w is not None
+        M, K, B = p.m.size, p.k.size, p.batch.size
+        g, tpr, gb = _pixel_tiles(w, blk.mr)
+        tiles = math.ceil(w.rows / g) * tpr
+        nt = math.ceil(M / blk.nr)
+        peak = CORE_GHZ * FMA_UNITS * blk.lanes
+        eff = min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
+        compute = tiles * blk.mr * nt * blk.nr * K / (peak * eff)
+        seg = min(blk.mr, w.out_row)
+        lines = g * ((seg - 1) * w.col_stride + LINE_FLOATS) / LINE_FLOATS
+        traffic = tiles * nt * K * (blk.nr * 4 + lines * 64) / BW_PIXELS
+        t = max(compute, traffic) + STALL * traffic
+        kc = int(config["kc"])  # type: ignore[call-overload]
+        if kc < K:
+            calls = tiles * nt * (K // w.run_extent) * math.ceil(w.run_extent / kc)
+            t += calls * (blk.mr * blk.nr * 8 / BW_L1 + PIXELS_CALL_CYCLES / CORE_GHZ)
+        # the transposed stores write parts of lines across the output: lines are read for
+        # ownership and written back, from memory when the output outgrows L2; then the
+        # epilogue's pass
+        out_bytes = M * w.rows * w.out_row * 4
+        t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
+        t += out_bytes * 2 / BW_L2
+        return B * t
+
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
         """One-core time divided among the threads by the tiles of the parallel loop."""
         t = self.cost(config) if one_core is None else one_core
@@ -428,6 +485,11 @@ class GemmSpace(ScheduleSpace):
         n = self.window.size if config["b"] == "window" and self.window else p.n.size
         tiles = p.batch.size * (math.ceil(n / blk.nr) if config["parallel"] == "n"
                                 else math.ceil(p.m.size / blk.mr))
+        if config["b"] == "pixels":  # the parallel loop runs over channel tiles x blocks
+            assert self.pixels is not None
+            g, _, gb = _pixel_tiles(self.pixels, blk.mr)
+            tiles = p.batch.size * math.ceil(p.m.size / blk.nr) * math.ceil(
+                math.ceil(self.pixels.rows / g) / gb)
         threads = max(1, os.cpu_count() or 1)
         if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
             threads = 1
@@ -534,7 +596,13 @@ class _Builder:
         self.mt, self.nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
         for i, t in enumerate(s.inputs):
             shape = t.shape
-            if self.a_mode == "const" and i == s.a_const:
+            if self.a_mode == "const" and i == s.a_const and self.b_mode == "pixels":
+                assert s.pixels is not None
+                self.mt = math.ceil(M / blk.nr)
+                shape = (self.mt, K, blk.nr)
+                self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.mt,
+                                                        s.pixels.k_group)
+            elif self.a_mode == "const" and i == s.a_const:
                 shape = (self.mt, K, blk.mr)
                 self.transforms[i] = self._const_packer(
                     p.a, p.m, blk.mr, self.mt,
@@ -565,6 +633,14 @@ class _Builder:
         self.bp = self._add("float32", (nb, self.nt, K, blk.nr), "scratch") \
             if self.b_mode == "pack" else None
         self.win = s.window if self.b_mode == "window" else None
+        if self.b_mode == "pixels":
+            assert s.pixels is not None
+            self.pix_tiles = _pixel_tiles(s.pixels, blk.mr)
+            g, tpr, gb = self.pix_tiles
+            if self.kc < K:  # partial tiles between calls
+                items = nb * self.mt * math.ceil(math.ceil(s.pixels.rows / g) / gb)
+                self.part = self._add("float32", (items * gb * tpr, blk.mr * blk.nr),
+                                      "scratch")
         # Where the micro-kernels accumulate: the output itself, or a scratch whose row pitch
         # is a whole number of cache lines. N tiles of different threads then never share a
         # line: with a pitch like 196 floats, the tiles' edges share lines that the threads
@@ -742,6 +818,9 @@ class _Builder:
         if self.win is not None:
             stages.append(self._window_main(bflat, bvars, par, outer_kind))
             return stages
+        if self.b_mode == "pixels":
+            stages.append(self._pixels_main(outer_kind))
+            return stages
         if par == "n":
             body: list[Stmt] = []
             if self.b_mode == "pack":
@@ -835,6 +914,98 @@ class _Builder:
             For(j, hi, "vectorize", Store(self.out, out_index, value), start=lo),
             start=v0 // w.row))
 
+    def _pixels_main(self, kind: str) -> Stmt:
+        """Pixel mode: the convolution micro-kernel (targets/cpu/microkernels.py, _ConvWriter)
+        with output pixels as its rows, read in place from the (padded) input, and output
+        channels as its vector columns, read from the weights packed as [channel tile][tap,
+        input channel][NR]. Tiles run over the output pixels of an image numbered across
+        rows, so no lane is wasted on rows shorter than a vector multiple (7x7, 14x14
+        layers), and strided rows need no gather (the strides are the micro-kernel's row
+        offsets). Each tile is stored transposed straight into the output; the epilogue then
+        runs in place over each finished block of tiles. With kc >= K one call per tile
+        keeps the whole reduction, taps included, in registers; otherwise one call per tap
+        and channel block reuses that tap's weights from L1 across the block's tiles."""
+        p, blk, w = self.p, self.blk, self.s.pixels
+        assert w is not None
+        M, K, nb = p.m.size, p.k.size, p.batch.size
+        P = w.rows * w.out_row
+        g, tpr, gb = self.pix_tiles  # rows per tile, tiles per row group, groups per block
+        m_full = min(blk.mr, g * w.out_row)
+        ngroups = math.ceil(w.rows / g)
+        nblk = math.ceil(ngroups / gb)
+        nt = self.mt  # output-channel tiles
+        f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
+        bflat, jo, blk_i = f // (nt * nblk), f // nblk % nt, f % nblk
+        bvars = p.batch.unflatten(bflat)
+        w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
+        x_buf = self.bufs[id(p.b.tensor)]
+        zero = {v: _c(0) for v in p.n.vars + p.k.vars}
+        base = te.substitute(w.flat, {**zero, **bvars})
+        taps = [(e, coef) for _, e, coef in w.taps]
+        taps = [(1, 0)] * (2 - len(taps)) + taps
+        oh0 = (blk_i * gb + gi) * g
+        ow0 = ti * blk.mr
+        p0 = oh0 * w.out_row + ow0
+        x_tile = base + oh0 * w.row + ow0 * w.col_stride
+        m_valid = te.minimum(_c(m_full), _c(w.out_row) - ow0) if g == 1 else \
+            te.minimum(_c(m_full), _c(P) - p0)
+        groups_here = te.minimum(_c(gb), _c(ngroups) - blk_i * gb)
+        out_off = (bflat * M + jo * blk.nr) * P + p0
+        w_off = jo * (K * blk.nr)
+        geometry = [_c(w.out_row), _c(w.row), _c(w.col_stride), _c(w.run_stride)]
+        valid = [_c(m_full), m_valid, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)]
+        if self.kc >= K:
+            call: Stmt = Call(conv_routine(blk), [
+                BufPtr(x_buf, simplify_index(x_tile)), *geometry,
+                _c(taps[0][0]), _c(taps[0][1]), _c(taps[1][0]), _c(taps[1][1]),
+                BufPtr(w_buf, simplify_index(w_off)), _c(blk.nr), _c(w.run_extent * blk.nr),
+                BufPtr(self.out, simplify_index(out_off)), _c(P), _c(w.run_extent), *valid,
+                BufPtr(self.out, _c(0)), _c(1), _c(1)])
+            nest: Stmt = For(gi, groups_here, "serial", For(ti, _c(tpr), "serial", call))
+        else:
+            kc = min(self.kc, w.run_extent)
+            nk = math.ceil(w.run_extent / kc)
+            ntaps = taps[0][0] * taps[1][0]
+            kb, t1, t2 = te.Var("kb"), te.Var("t1"), te.Var("t2")
+            tap = t1 * taps[1][0] + t2
+            c0 = kb * kc
+            step = kb * ntaps + tap
+            call = Call(conv_routine(blk), [
+                BufPtr(x_buf, simplify_index(x_tile + t1 * taps[0][1] + t2 * taps[1][1]
+                                             + c0 * w.run_stride)), *geometry,
+                _c(1), _c(0), _c(1), _c(0),
+                BufPtr(w_buf, simplify_index(w_off + (tap * w.run_extent + c0) * blk.nr)),
+                _c(blk.nr), _c(0),
+                BufPtr(self.out, simplify_index(out_off)), _c(P),
+                te.minimum(_c(kc), _c(w.run_extent) - c0), *valid,
+                BufPtr(self.part, simplify_index(((f * gb + gi) * tpr + ti)
+                                                 * (blk.mr * blk.nr))),
+                te.select(te.Binary("eq", step, _c(0)), _c(1), _c(0)),
+                te.select(te.Binary("eq", step, _c(nk * ntaps - 1)), _c(1), _c(0))])
+            nest = For(kb, _c(nk), "serial", For(t1, _c(taps[0][0]), "serial", For(
+                t2, _c(taps[1][0]), "serial", For(gi, groups_here, "serial", For(
+                    ti, _c(tpr), "serial", call)))))
+        body: list[Stmt] = [nest]
+        # epilogue, in place over the block's channels and pixels
+        i, j = te.Var("ei"), te.Var("ej")
+        nvars = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        n_vmap: dict[te.Var, te.Expr] = {v: _c(0) for v in p.n.vars}
+        pix0 = blk_i * (gb * g * w.out_row)
+        pix = pix0 + j
+        if len(nvars) == 2:
+            n_vmap[nvars[0]] = pix // w.out_row
+            n_vmap[nvars[1]] = pix % w.out_row
+        else:
+            n_vmap[nvars[0]] = pix
+        mi = jo * blk.nr + i
+        out_index = simplify_index((bflat * M + mi) * P + pix)
+        value = self._epilogue_value(bvars, mi, n_vmap, BufLoad(self.out, out_index))
+        if value is not None:
+            body.append(For(i, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr), "serial", For(
+                j, te.minimum(_c(gb * g * w.out_row), _c(P) - pix0), "vectorize",
+                Store(self.out, out_index, value))))
+        return For(f, _c(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
+
     def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
                     body: Stmt) -> Stmt:
         """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
@@ -881,6 +1052,16 @@ class _Builder:
         axes = {ea.var: vmap[pa.var] for ea, pa in zip(
             e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
         return _simplify_loads(conv(te.substitute(body, axes)))
+
+
+def _pixel_tiles(w: Window, mr: int) -> tuple[int, int, int]:
+    """Pixel-mode tiling of the output rows: (output rows per tile, tiles per group of
+    rows, groups per block of tiles sharing one epilogue pass). Rows at least MR long are
+    cut into tiles of MR pixels; shorter rows are grouped so a tile covers whole rows."""
+    g = max(1, mr // w.out_row)
+    tpr = math.ceil(w.out_row / mr) if g == 1 else 1
+    gb = max(1, math.ceil(PIXELS_PER_BLOCK / (g * w.out_row)))
+    return g, tpr, min(gb, math.ceil(w.rows / g))
 
 
 def _flat_index(load: te.Load) -> te.Expr:

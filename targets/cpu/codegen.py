@@ -13,6 +13,7 @@ import llvmlite.binding as llvm
 
 from lowering import te
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Prefetch, Seq, Stmt, Store
+from lowering.partition import partition_kernel
 from targets.cpu import microkernels
 from targets.cpu.target import CpuTarget, target_machine
 
@@ -78,7 +79,7 @@ class ModuleBuilder:
         return ref
 
     def add_kernel(self, kernel: Kernel) -> None:
-        _KernelEmitter(self, kernel).emit()
+        _KernelEmitter(self, partition_kernel(kernel)).emit()
 
     def text(self) -> str:
         tm = target_machine(self.target)

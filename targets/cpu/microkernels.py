@@ -31,6 +31,8 @@ from targets.cpu.target import CpuTarget
 GEMM_PREFIX = "aotc_gemm_f32_"
 # How many k steps ahead the micro-kernel prefetches B rows.
 PREFETCH_ROWS = 8
+CONV_PREFIX = "aotc_conv_f32_"
+_CONV_NAME = re.compile(r"^aotc_conv_f32_(\d+)x(\d+)v(\d+)$")
 _GEMM_NAME = re.compile(r"^aotc_gemm_f32_(\d+)x(\d+)v(\d+)$")
 
 
@@ -82,15 +84,28 @@ def parse_gemm_routine(name: str) -> GemmBlock | None:
     return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3)))
 
 
+def parse_conv_routine(name: str) -> GemmBlock | None:
+    m = _CONV_NAME.match(name)
+    if not m:
+        return None
+    return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+def conv_routine(blk: GemmBlock) -> str:
+    """Name of the convolution micro-kernel with register block `blk` (see _ConvWriter)."""
+    return f"{CONV_PREFIX}{blk.mr}x{blk.nv}v{blk.lanes}"
+
+
 def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     """LLVM IR text defining routine `name`, and the declarations it needs."""
-    blk = parse_gemm_routine(name)
+    conv = parse_conv_routine(name)
+    blk = parse_gemm_routine(name) if conv is None else conv
     if blk is None:
         raise KeyError(f"no micro-kernel named {name}")
     if blk.lanes != target.vector_lanes_f32:
         raise KeyError(f"{name} is for {blk.lanes}-lane vectors; {target.name} has "
                        f"{target.vector_lanes_f32}")
-    return _GemmWriter(blk).text()
+    return _ConvWriter(blk).text() if conv is not None else _GemmWriter(blk).text()
 
 
 class _GemmWriter:
@@ -119,17 +134,22 @@ class _GemmWriter:
                   f"{ptr}, {self.mt} {mask}, {self.vt} zeroinitializer)")
         return x
 
-    def text(self) -> tuple[str, list[str]]:
-        b, vt, mt = self.b, self.vt, self.mt
-        L = b.lanes
-        sfx = f"v{L}f32"
-        decls = [
+    def declarations(self) -> list[str]:
+        vt, mt = self.vt, self.mt
+        sfx = f"v{self.b.lanes}f32"
+        return [
             f"declare {vt} @llvm.fma.{sfx}({vt}, {vt}, {vt})",
             f"declare {vt} @llvm.masked.load.{sfx}.p0(ptr, {mt}, {vt})",
             f"declare void @llvm.masked.store.{sfx}.p0({vt}, ptr, {mt})",
             "declare i64 @llvm.smin.i64(i64, i64)",
             "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
         ]
+
+    def text(self) -> tuple[str, list[str]]:
+        b, vt, mt = self.b, self.vt, self.mt
+        L = b.lanes
+        sfx = f"v{L}f32"
+        decls = self.declarations()
         head = (f"define internal void @{b.routine}(ptr %a, i64 %a_rs, i64 %a_ks, ptr %b, "
                 "i64 %b_ks, ptr %c, i64 %ldc, i64 %k, i64 %m_valid, i64 %n_valid, "
                 "i64 %accumulate) alwaysinline nounwind")
@@ -201,6 +221,52 @@ class _GemmWriter:
         self.emit("ret void")
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
 
+    def _fma_step(self, kk: str, bk: str, rows: list[str], masks: list[str] | None,
+                  acc: list[list[str]], name, prefetch_a: bool) -> list[list[str]]:
+        """One k step: the NV vectors of B's row at `bk` (masked loads on tail tiles), and per
+        row r the A element at rows[r] + kk*a_ks broadcast into NV fused multiply-adds onto
+        acc[r][v]; the new accumulators are named name(r, v). With `prefetch_a`, A's column
+        PREFETCH_ROWS steps ahead is prefetched: rows a plane apart per step (a convolution's
+        input pixels) defeat the hardware prefetchers; the first, middle and last row cover
+        the lines the column spans at strides up to 2."""
+        b, vt = self.b, self.vt
+        L = b.lanes
+        bvec = []
+        for v in range(b.nv):
+            p = self.t()
+            self.emit(f"{p} = getelementptr float, ptr {bk}, i64 {v * L}")
+            if masks is None:
+                x = self.t()
+                self.emit(f"{x} = load {vt}, ptr {p}, align 4")
+            else:
+                x = self.masked_load(p, masks[v])
+            bvec.append(x)
+        aoff = self.t()
+        self.emit(f"{aoff} = mul i64 {kk}, %a_ks")
+        if prefetch_a and masks is None and PREFETCH_ROWS:
+            for r in sorted({0, b.mr // 2, b.mr - 1}):
+                q = self.t()
+                self.emit(f"{q} = getelementptr float, ptr {rows[r]}, i64 {aoff}")
+                self.prefetch(q)
+        new = [[""] * b.nv for _ in range(b.mr)]
+        for r in range(b.mr):
+            p, x, s0, sp = self.t(), self.t(), self.t(), self.t()
+            self.emit(f"{p} = getelementptr float, ptr {rows[r]}, i64 {aoff}")
+            self.emit(f"{x} = load float, ptr {p}, align 4")
+            self.emit(f"{s0} = insertelement {vt} poison, float {x}, i64 0")
+            self.emit(f"{sp} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
+            for v in range(b.nv):
+                new[r][v] = name(r, v)
+                self.emit(f"{new[r][v]} = call {vt} @llvm.fma.v{L}f32({vt} {sp}, "
+                          f"{vt} {bvec[v]}, {vt} {acc[r][v]})")
+        return new
+
+    def prefetch(self, ptr: str) -> None:
+        """Prefetch (for reading, into all cache levels) PREFETCH_ROWS steps past `ptr`."""
+        q = self.t()
+        self.emit(f"{q} = getelementptr float, ptr {ptr}, i64 %pf_off")
+        self.emit(f"call void @llvm.prefetch.p0(ptr {q}, i32 0, i32 3, i32 1)")
+
     def _phis(self, a: list[list[str]], a_block: str, b: list[list[str]], b_block: str
               ) -> list[list[str]]:
         """One phi per accumulator: a[r][v] coming from block a_block, b[r][v] from b_block."""
@@ -216,12 +282,9 @@ class _GemmWriter:
     def _k_loop(self, tag: str, init: list[list[str]], masks: list[str] | None) -> list[list[str]]:
         """for k: acc[r][v] = fma(splat(A[r,k]), B[k, v], acc[r][v]); returns the exit values."""
         b, vt = self.b, self.vt
-        L = b.lanes
-        sfx = f"v{L}f32"
         head, body, exit_ = f"{tag}.head", f"{tag}.body", f"{tag}.exit"
         kk, knext = f"%{tag}.k", f"%{tag}.knext"
         acc = [[f"%{tag}.acc{r}_{v}" for v in range(b.nv)] for r in range(b.mr)]
-        new = [[""] * b.nv for _ in range(b.mr)]
         self.label(head)
         self.emit(f"{kk} = phi i64 [ 0, %start ], [ {knext}, %{body} ]")
         for r in range(b.mr):
@@ -242,36 +305,250 @@ class _GemmWriter:
             for line in range((b.nr * 4 + 63) // 64 + 1):
                 q = self.t()
                 self.emit(f"{q} = getelementptr i8, ptr {bk}, i64 {line * 64}")
-                q2 = self.t()
-                self.emit(f"{q2} = getelementptr float, ptr {q}, i64 %pf_off")
-                self.emit(f"call void @llvm.prefetch.p0(ptr {q2}, i32 0, i32 3, i32 1)")
-        bvec = []
-        for v in range(b.nv):
-            p = self.t()
-            self.emit(f"{p} = getelementptr float, ptr {bk}, i64 {v * L}")
-            if masks is None:
-                x = self.t()
-                self.emit(f"{x} = load {vt}, ptr {p}, align 4")
-            else:
-                x = self.masked_load(p, masks[v])
-            bvec.append(x)
-        aoff = self.t()
-        self.emit(f"{aoff} = mul i64 {kk}, %a_ks")
-        for r in range(b.mr):
-            p = self.t()
-            self.emit(f"{p} = getelementptr float, ptr {self.arow[r]}, i64 {aoff}")
-            x = self.t()
-            self.emit(f"{x} = load float, ptr {p}, align 4")
-            s0, s = self.t(), self.t()
-            self.emit(f"{s0} = insertelement {vt} poison, float {x}, i64 0")
-            self.emit(f"{s} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
-            for v in range(b.nv):
-                name = f"%{tag}.new{r}_{v}"
-                self.emit(f"{name} = call {vt} @llvm.fma.{sfx}({vt} {s}, {vt} {bvec[v]}, "
-                          f"{vt} {acc[r][v]})")
-                new[r][v] = name
+                self.prefetch(q)
+        # the new accumulators carry fixed names: the phis above refer to them
+        self._fma_step(kk, bk, self.arow, masks, acc, lambda r, v: f"%{tag}.new{r}_{v}",
+                       prefetch_a=False)
         self.emit(f"{knext} = add nsw i64 {kk}, 1")
         self.emit(f"br label %{head}")
         self.label(exit_)
         self.emit("br label %store")
         return acc
+
+
+class _ConvWriter(_GemmWriter):
+    """The convolution micro-kernel: an MR x NR output tile's reduction over T1 x T2 taps
+    and K input channels in registers, stored transposed.
+
+        C[j, r] (+)= sum_{t1 < T1, t2 < T2, k < K} A[x(r) + t1*s1 + t2*s2 + k*a_ks]
+                                                    * B[(t1*T2 + t2)*b_ts + k*b_ks + j]
+        x(r) = (r / ow)*a_rp + (r % ow)*a_rs
+
+    for r < m_valid and j < n_valid. The rows are consecutive output pixels, numbered across
+    output rows of `ow` pixels (a tile of short rows spans several) and read in place from
+    the input: a_rp and a_rs are the input offsets of an output row and of a pixel along it
+    (the convolution's strides), a_ks the input's channel pitch and (s1, s2) the taps'
+    offsets. A full tile has m_full rows (rows past it repeat the last one); at call sites
+    where ow, a_rp, a_rs and m_full are constants, every row's offset folds to a constant,
+    so all rows share one base register. The columns are output channels: B is the packed
+    weight panel. A reduction split over
+    several calls keeps its partial tile in `acc` ([MR][NR], untransposed): `first` starts
+    from zero rather than from `acc`, `last` stores the result at c + j*ldc + r, i.e.
+    straight into NCHW output rows (consecutive pixels are consecutive there), each L x L
+    block transposed in registers (log2 L rounds of two-source shuffles), rather than back
+    into `acc`. Arguments:
+        (ptr a, i64 ow, i64 a_rp, i64 a_rs, i64 a_ks, i64 t1, i64 s1, i64 t2, i64 s2,
+         ptr b, i64 b_ks, i64 b_ts, ptr c, i64 ldc, i64 k, i64 m_full, i64 m_valid,
+         i64 n_valid, ptr acc, i64 first, i64 last)
+    """
+
+    def text(self) -> tuple[str, list[str]]:
+        b, vt, mt = self.b, self.vt, self.mt
+        L = b.lanes
+        sfx = f"v{L}f32"
+        decls = self.declarations()
+        head = (f"define internal void @{conv_routine(b)}(ptr %a, i64 %ow, "
+                "i64 %a_rp, i64 %a_rs, i64 %a_ks, "
+                "i64 %t1, i64 %s1, i64 %t2, i64 %s2, ptr %b, i64 %b_ks, i64 %b_ts, ptr %c, "
+                "i64 %ldc, i64 %k, i64 %m_full, i64 %m_valid, i64 %n_valid, ptr %acc, i64 %first, "
+                "i64 %last) alwaysinline nounwind")
+        self.label("entry")
+        self.emit(f"%pf_off = mul i64 %a_ks, {PREFETCH_ROWS}")
+        nvs = self.splat_i64("%n_valid")
+        masks = []
+        for v in range(b.nv):
+            m = self.t()
+            self.emit(f"{m} = icmp ult <{L} x i64> {self.iota(v * L)}, {nvs}")
+            masks.append(m)
+        # the partial tile: zeros, or loaded from acc
+        first = self.t()
+        self.emit(f"{first} = icmp ne i64 %first, 0")
+        self.emit(f"br i1 {first}, label %init.zero, label %init.load")
+        self.label("init.load")
+        loaded = []
+        for r in range(b.mr):
+            for v in range(b.nv):
+                p, x = self.t(), self.t()
+                self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
+                self.emit(f"{x} = load {vt}, ptr {p}, align 4")
+                loaded.append(x)
+        self.emit("br label %init")
+        self.label("init.zero")
+        self.emit("br label %init")
+        self.label("init")
+        init = []
+        for x in loaded:
+            y = self.t()
+            self.emit(f"{y} = phi {vt} [ {x}, %init.load ], [ zeroinitializer, %init.zero ]")
+            init.append(y)
+        # four versions of the loops: all rows (constant row offsets) or fewer, all columns
+        # (plain loads) or fewer (masked loads)
+        full_rows, full, both = self.t(), self.t(), self.t()
+        self.emit(f"{full_rows} = icmp eq i64 %m_valid, %m_full")
+        self.emit(f"{full} = icmp eq i64 %n_valid, {b.nr}")
+        self.emit(f"{both} = and i1 {full_rows}, {full}")
+        self.emit(f"br i1 {both}, label %full.pre, label %partial")
+        self.label("partial")
+        self.emit(f"br i1 {full_rows}, label %tail.pre, label %rows")
+        self.label("rows")
+        self.emit(f"br i1 {full}, label %fullp.pre, label %tailp.pre")
+        ends = []
+        for tag, mk in (("full", None), ("tail", masks), ("fullp", None), ("tailp", masks)):
+            self.label(f"{tag}.pre")
+            arow = self._rows("%m_full" if tag in ("full", "tail") else "%m_valid")
+            out, end = self._loop(f"{tag}.t1", "%t1", f"{tag}.pre", init,
+                                  lambda i1, acc, tag=tag, mk=mk, arow=arow: self._loop(
+                                      f"{tag}.t2", "%t2", None, acc,
+                                      lambda i2, acc2: self._tap(tag, i1, i2, acc2, arow, mk)))
+            self.emit("br label %store")
+            ends.append((out, end))
+        self.label("store")
+        res = []
+        for i in range(b.mr * b.nv):
+            x = self.t()
+            self.emit(f"{x} = phi {vt} " + ", ".join(f"[ {out[i]}, %{end} ]"
+                                                      for out, end in ends))
+            res.append(x)
+        last_call = self.t()
+        self.emit(f"{last_call} = icmp ne i64 %last, 0")
+        self.emit(f"br i1 {last_call}, label %out, label %keep")
+        self.label("keep")
+        for r in range(b.mr):
+            for v in range(b.nv):
+                p = self.t()
+                self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
+                self.emit(f"store {vt} {res[r * b.nv + v]}, ptr {p}, align 4")
+        self.emit("ret void")
+        self.label("out")
+        mvs = self.splat_i64("%m_valid")
+        for rc in range(0, b.mr, L):
+            pix_mask = self.t()
+            self.emit(f"{pix_mask} = icmp ult <{L} x i64> {self.iota(rc)}, {mvs}")
+            for v in range(b.nv):
+                rows = [res[(rc + i) * b.nv + v] if rc + i < b.mr else "zeroinitializer"
+                        for i in range(L)]
+                cols = self._transpose(rows)
+                for e in range(L):
+                    ch = v * L + e
+                    on, m, off, p = self.t(), self.t(), self.t(), self.t()
+                    self.emit(f"{on} = icmp slt i64 {ch}, %n_valid")
+                    self.emit(f"{m} = select i1 {on}, {mt} {pix_mask}, {mt} zeroinitializer")
+                    self.emit(f"{off} = mul i64 %ldc, {ch}")
+                    self.emit(f"{p} = getelementptr float, ptr %c, i64 {off}")
+                    q = self.t()
+                    self.emit(f"{q} = getelementptr float, ptr {p}, i64 {rc}")
+                    self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {cols[e]}, "
+                              f"ptr align 4 {q}, {mt} {m})")
+        self.emit("ret void")
+        return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
+
+    def _rows(self, rows: str) -> list[str]:
+        """Row pointers x(min(r, rows - 1)) for r < MR."""
+        last = self.t()
+        self.emit(f"{last} = sub i64 {rows}, 1")
+        arow = []
+        for r in range(self.b.mr):
+            rr, oh, ow, o1, o2, ao, ap = (self.t() for _ in range(7))
+            self.emit(f"{rr} = call i64 @llvm.smin.i64(i64 {r}, i64 {last})")
+            self.emit(f"{oh} = udiv i64 {rr}, %ow")
+            self.emit(f"{ow} = urem i64 {rr}, %ow")
+            self.emit(f"{o1} = mul i64 {oh}, %a_rp")
+            self.emit(f"{o2} = mul i64 {ow}, %a_rs")
+            self.emit(f"{ao} = add i64 {o1}, {o2}")
+            self.emit(f"{ap} = getelementptr float, ptr %a, i64 {ao}")
+            arow.append(ap)
+        return arow
+
+    def splat_i64(self, x: str) -> str:
+        L = self.b.lanes
+        s = self.t()
+        self.emit(f"{s}.i = insertelement <{L} x i64> poison, i64 {x}, i64 0")
+        self.emit(f"{s} = shufflevector <{L} x i64> {s}.i, <{L} x i64> poison, "
+                  f"<{L} x i32> zeroinitializer")
+        return s
+
+    def iota(self, start: int) -> str:
+        return "<" + ", ".join(f"i64 {start + i}" for i in range(self.b.lanes)) + ">"
+
+    def _transpose(self, rows: list[str]) -> list[str]:
+        """out[e][i] = rows[i][e] for an L x L block: log2 L butterfly rounds, each pairing
+        rows s apart and swapping their s-wide blocks of lanes."""
+        L, vt = self.b.lanes, self.vt
+        x = list(rows)
+        s = 1
+        while s < L:
+            lo = ", ".join(f"i32 {e if not e & s else L + e - s}" for e in range(L))
+            hi = ", ".join(f"i32 {e + s if not e & s else L + e}" for e in range(L))
+            new = list(x)
+            for i in range(L):
+                if i & s:
+                    continue
+                a, c = self.t(), self.t()
+                self.emit(f"{a} = shufflevector {vt} {x[i]}, {vt} {x[i + s]}, <{L} x i32> <{lo}>")
+                self.emit(f"{c} = shufflevector {vt} {x[i]}, {vt} {x[i + s]}, <{L} x i32> <{hi}>")
+                new[i], new[i + s] = a, c
+            x = new
+            s *= 2
+        return x
+
+    def _loop(self, tag: str, count: str, pred: str | None, init: list[str], body
+              ) -> tuple[list[str], str]:
+        """A counted loop carrying vector values: `body(i, values)` emits the body (it may
+        open blocks of its own) and returns (new values, its last block). Returns the values
+        at exit and the exit block. `pred` is the block that branches in (None: the current
+        block, which is closed here)."""
+        vt = self.vt
+        if pred is None:
+            pred = f"{tag}.pre"
+            self.emit(f"br label %{pred}")
+            self.label(pred)
+        self.emit(f"br label %{tag}.head")
+        self.label(f"{tag}.head")
+        i = f"%{tag}.i"
+        self.emit(f"{i} = phi i64 [ 0, %{pred} ], [ {i}.next, %{tag}.latch ]")
+        phis = [f"%{tag}.c{n}" for n in range(len(init))]
+        slot = len(self.lines)
+        self.lines += [""] * len(init)  # the phis, filled in once the body's values are known
+        cont = self.t()
+        self.emit(f"{cont} = icmp slt i64 {i}, {count}")
+        self.emit(f"br i1 {cont}, label %{tag}.body, label %{tag}.exit")
+        self.label(f"{tag}.body")
+        new, _ = body(i, phis)
+        self.emit(f"br label %{tag}.latch")
+        self.label(f"{tag}.latch")
+        self.emit(f"{i}.next = add nsw i64 {i}, 1")
+        self.emit(f"br label %{tag}.head")
+        for n, (p, x0, x1) in enumerate(zip(phis, init, new, strict=True)):
+            self.lines[slot + n] = f"  {p} = phi {vt} [ {x0}, %{pred} ], [ {x1}, %{tag}.latch ]"
+        self.label(f"{tag}.exit")
+        return phis, f"{tag}.exit"
+
+    def _tap(self, tag: str, i1: str, i2: str, acc: list[str], arow: list[str],
+             masks: list[str] | None) -> tuple[list[str], str]:
+        """The k loop of one tap (t1, t2): A rows shifted by the tap's offset, B from the tap's
+        part of the panel."""
+        b = self.b
+        o1, o2, off, tflat, tf2, boff, bt = (self.t() for _ in range(7))
+        self.emit(f"{o1} = mul i64 {i1}, %s1")
+        self.emit(f"{o2} = mul i64 {i2}, %s2")
+        self.emit(f"{off} = add i64 {o1}, {o2}")
+        self.emit(f"{tflat} = mul i64 {i1}, %t2")
+        self.emit(f"{tf2} = add i64 {tflat}, {i2}")
+        self.emit(f"{boff} = mul i64 {tf2}, %b_ts")
+        self.emit(f"{bt} = getelementptr float, ptr %b, i64 {boff}")
+        rows = []
+        for r in range(b.mr):
+            p = self.t()
+            self.emit(f"{p} = getelementptr float, ptr {arow[r]}, i64 {off}")
+            rows.append(p)
+
+        def step(kk: str, cur: list[str]) -> tuple[list[str], str]:
+            bo, bk = self.t(), self.t()
+            self.emit(f"{bo} = mul i64 {kk}, %b_ks")
+            self.emit(f"{bk} = getelementptr float, ptr {bt}, i64 {bo}")
+            grid = [cur[r * b.nv:(r + 1) * b.nv] for r in range(b.mr)]
+            new = self._fma_step(kk, bk, rows, masks, grid, lambda r, v: self.t(),
+                                 prefetch_a=True)
+            return [x for row in new for x in row], f"{tag}.k{tflat[2:]}.body"
+
+        return self._loop(f"{tag}.k{tflat[2:]}", "%k", None, acc, step)
