@@ -53,7 +53,12 @@ def test_reduce_log_sum():
                                 "ReduceMean"])
 @pytest.mark.parametrize("dtype", [np.int64, np.int32])
 def test_reduce_int(op, dtype):
-    run_node(op, [rand(4, 3, 5, dtype=dtype), axes_input([0, -1])], consts={1}, keepdims=0)
+    x = rand(4, 3, 5, dtype=dtype)
+    if op == "ReduceProd":
+        # 20 factors in [-5, 5] can overflow int32, where ONNX leaves the result undefined
+        # (onnxruntime saturates, aotc wraps): keep the product in range
+        x = np.clip(x, -2, 2)
+    run_node(op, [x, axes_input([0, -1])], consts={1}, keepdims=0)
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax"])

@@ -385,7 +385,7 @@ def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, strid
 
 # pixel mode: output pixels in the micro-kernel's rows, channels in its vectors ---------------
 
-def test_pixel_mode_found_for_convolutions_with_enough_channels():
+def test_pixel_mode_found_for_convolutions():
     cases = [
         (general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1)), (1, 22)),
         (general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1), stride=2), (2, 2 * 21)),  # the padding stops at the last column read
@@ -395,10 +395,14 @@ def test_pixel_mode_found_for_convolutions_with_enough_channels():
         space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
         assert "pixels" in dict((k.name, k.options) for k in space.knobs)["b"]
         assert (space.pixels.col_stride, space.pixels.row) == (col_stride, row)
-    # three input channels (an RGB stem): too short a run per call
-    ins, out, wv = general_conv(1, 3, 30, 30, 16, 7, 7, (3, 3, 3, 3), stride=2)
+    # an RGB stem: the micro-kernel's k loop walks the filter width (7 taps one float apart),
+    # the three channels and the filter rows are its taps; the cost model picks it over im2col
+    ins, out, wv = general_conv(1, 3, 224, 224, 64, 7, 7, (3, 3, 3, 3), stride=2)
     space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
-    assert "pixels" not in dict((k.name, k.options) for k in space.knobs)["b"]
+    w = space.pixels
+    assert (w.run_extent, w.run_stride) == (7, 1)
+    assert sorted((e, c) for _, e, c in w.taps) == [(3, 229 * 229), (7, 229)]  # padded to 229
+    assert space.default_config()["b"] == "pixels"
 
 
 @pytest.mark.parametrize("n,c,h,w,k,kh,kw,pads,stride,dilation", [
@@ -407,6 +411,7 @@ def test_pixel_mode_found_for_convolutions_with_enough_channels():
     (2, 16, 12, 40, 8, 3, 5, (2, 4, 2, 4), 1, 2),    # batch 2, dilated, non-square
     (1, 32, 7, 7, 48, 1, 1, (0, 0, 0, 0), 1, 1),     # 1x1 on 7x7: tiles span output rows
     (1, 150, 5, 5, 33, 3, 3, (1, 1, 1, 1), 1, 1),    # channel blocks (kc < 150), 5x5 image
+    (1, 3, 30, 30, 16, 7, 7, (3, 3, 3, 3), 2, 1),    # RGB stem: the filter width is the run
 ])
 def test_every_pixel_schedule(n, c, h, w, k, kh, kw, pads, stride, dilation):
     ins, out, wv = general_conv(n, c, h, w, k, kh, kw, pads, stride=stride, dilation=dilation)

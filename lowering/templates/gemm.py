@@ -62,6 +62,7 @@ STALL = 0.25  # fraction of operand traffic that out-of-order execution does not
 BW_WINDOW = 27e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
 LINE_FLOATS = 16  # floats per 64-byte cache line
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
+PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
 
 
 def _c(v: int) -> te.Const:
@@ -140,9 +141,6 @@ class Window:
 
 # Above this fraction of thrown-away virtual columns, im2col packing is cheaper.
 WINDOW_MAX_WASTE = 0.3
-# Pixel mode: fewer input channels than this per micro-kernel call cost more in accumulator
-# loads and stores than they compute.
-PIXELS_MIN_RUN = 16
 # Pixel mode: output pixels per block of rows that share one pass over a weight panel.
 PIXELS_PER_BLOCK = 48
 BW_PIXELS = 60e9  # rate of pixel mode's per-step stream (weights and input lines) from L2
@@ -274,8 +272,7 @@ class GemmSpace(ScheduleSpace):
         # "pixels": the convolution with the roles swapped, see _Builder._pixels_main
         self.pixels = self._conv_reading(pat.b) if self.a_const is not None and \
             self.b_const is None else None
-        if self.pixels is not None and self.pixels.run_extent >= PIXELS_MIN_RUN and \
-                len(self.pixels.taps) <= 2:
+        if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
         K = pat.k.size
         self.knobs = [
@@ -343,7 +340,9 @@ class GemmSpace(ScheduleSpace):
         rows = nvars[0][1] if len(nvars) == 2 else 1
         if col_stride < 1 or row < out_row * col_stride:
             return None
-        run, run_extent = max(kvars, key=lambda ve: ve[1])
+        # the micro-kernel's k loop: the longest reduction axis, among equals the one whose
+        # steps lie closest together (the filter width of an RGB stem: 7 taps one float apart)
+        run, run_extent = min(kvars, key=lambda ve: (-ve[1], abs(f.coefficient(ve[0]))))
         taps = [(v, e, f.coefficient(v)) for v, e in kvars if v is not run]
         return Window(run, run_extent, f.coefficient(run), taps, out_row, row, rows, flat,
                       col_stride)
@@ -421,8 +420,8 @@ class GemmSpace(ScheduleSpace):
         t = B * (max(compute, traffic) + STALL * traffic)
         if config["b"] == "pack":
             # im2col copies output-row runs: a vector copy plus a fixed cost per run
-            run = p.n.extents[-1]
-            t += B * K * Np * (1 / 8 + PACK_RUN_CYCLES / run) / CORE_GHZ
+            run = min(p.n.extents[-1], blk.nr)  # a panel row copies at most NR pixels
+            t += B * K * Np * (PACK_ELEMENT_CYCLES + PACK_RUN_CYCLES / run) / CORE_GHZ
         if config["a"] == "pack":
             t += B * a_bytes * 3 / BW_L2
         if config["b"] == "direct" and K > 64:
@@ -464,6 +463,8 @@ class GemmSpace(ScheduleSpace):
         compute = tiles * blk.mr * nt * blk.nr * K / (peak * eff)
         seg = min(blk.mr, w.out_row)
         lines = g * ((seg - 1) * w.col_stride + LINE_FLOATS) / LINE_FLOATS
+        # k steps closer than a line (a stem's filter width) revisit the same lines
+        lines *= min(1.0, w.run_stride / LINE_FLOATS)
         traffic = tiles * nt * K * (blk.nr * 4 + lines * 64) / BW_PIXELS
         t = max(compute, traffic) + STALL * traffic
         kc = int(config["kc"])  # type: ignore[call-overload]
