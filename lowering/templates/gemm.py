@@ -143,6 +143,8 @@ class Window:
 WINDOW_MAX_WASTE = 0.3
 # Pixel mode: output pixels per block of rows that share one pass over a weight panel.
 PIXELS_PER_BLOCK = 48
+# Pixel mode: weights (bytes) up to which a block's channel tiles run innermost
+PIXELS_CHANNELS_INNER_MAX_WEIGHTS = L2 // 2
 BW_PIXELS = 60e9  # rate of pixel mode's per-step stream (weights and input lines) from L2
 PIXELS_CALL_CYCLES = 40  # set-up of one tap-by-tap pixel-mode call (row pointers, branches)
 
@@ -936,7 +938,13 @@ class _Builder:
         nblk = math.ceil(ngroups / gb)
         nt = self.mt  # output-channel tiles
         f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
-        bflat, jo, blk_i = f // (nt * nblk), f // nblk % nt, f % nblk
+        bflat = f // (nt * nblk)
+        if M * K * 4 <= PIXELS_CHANNELS_INNER_MAX_WEIGHTS:
+            # all the weights stay in L2: the channel tiles of one block of pixels run back
+            # to back, reusing its input lines from L1/L2 instead of re-reading the input
+            jo, blk_i = f % nt, f // nt % nblk
+        else:  # each channel tile's weights once through the cache, all blocks in turn
+            jo, blk_i = f // nblk % nt, f % nblk
         bvars = p.batch.unflatten(bflat)
         w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
         x_buf = self.bufs[id(p.b.tensor)]
