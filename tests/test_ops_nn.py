@@ -181,6 +181,36 @@ def test_average_pool_dilations(include_pad):
              kernel_shape=[3, 2], dilations=[2, 3], pads=[1, 1, 2, 1], strides=[2, 1])
 
 
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_2d_pools_take_the_window_template(op):
+    """2-D float pooling is a window reduction without weights: the depthwise template reads
+    the unpadded input with the out-of-bounds taps dropped per border run (the padding is the
+    combiner's identity: -inf for max, 0 for a sum), rather than padding a copy first and
+    gathering strided columns from it. Other ranks and integer inputs keep the default."""
+    from lowering import te
+    from lowering.ops import OPS, OpContext
+    from lowering.search.select import space_for
+    from lowering.templates.depthwise import DepthwiseSpace
+    from targets.cpu.target import host_target
+
+    def space(shape, out_shape, dtype="float32", **attrs):
+        x = te.placeholder(shape, dtype, "x")
+        ctx = OpContext(node="n", op_type=op, attrs=attrs, inputs=[x], consts=[None],
+                        out_shapes=[out_shape], out_dtypes=[dtype])
+        return space_for([x], OPS[op](ctx), [None], host_target())
+
+    attrs = dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+    assert isinstance(space((1, 8, 20, 20), (1, 8, 10, 10), **attrs), DepthwiseSpace)
+    assert not isinstance(space((1, 8, 20), (1, 8, 10), kernel_shape=[3], pads=[1, 1],
+                                strides=[2]), DepthwiseSpace)
+    if op == "MaxPool":
+        assert not isinstance(space((1, 8, 20, 20), (1, 8, 10, 10), "int8", **attrs),
+                              DepthwiseSpace)
+    # border-heavy: every output row and column of a 5x5 image sees a different tap set
+    check_op(op, {"x": rand(2, 3, 5, 5) - 1.0}, kernel_shape=[4, 3], pads=[2, 1, 1, 2],
+             strides=[1, 2])
+
+
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
 @pytest.mark.parametrize("xs", [(2, 3, 7, 9), (1, 5, 11), (1, 2, 3, 4, 5), (1, 64, 1, 1)])
 def test_global_pool(op, xs):

@@ -1,10 +1,13 @@
-"""Depthwise 2-D convolution template: a window sum with no channel reduction, NCHW.
+"""Depthwise 2-D convolution and 2-D pooling template: a window reduction with no channel
+reduction, NCHW.
 
-Matched from the tensor expressions: one sum reduction over exactly two window axes whose body
-is `src[n, chan(k), oh*s0 + r0*d0 + c0, ow*s1 + r1*d1 + c1] * w[k, ..., r0, r1]` with `src`
-the input itself or a zero-padded copy of it (a `select` on conditions of the padded positions
-only), plus at most one element-wise epilogue stage reading the sum at its own index. Strides,
-dilations, pads and channel multipliers all follow from those index expressions.
+Matched from the tensor expressions: one reduction over exactly two window axes whose body is
+`src[n, chan(k), oh*s0 + r0*d0 + c0, ow*s1 + r1*d1 + c1] * w[k, ..., r0, r1]` (a sum: depthwise
+convolution) or `src[..]` alone (a sum: average pooling; a max: max pooling), with `src` the
+input itself or a copy of it padded with the combiner's identity (a `select` on conditions of
+the padded positions only), plus at most one element-wise epilogue stage reading the result at
+its own index (an average pool's division by its count). Strides, dilations, pads and channel
+multipliers all follow from those index expressions.
 
 The kernel reads the unpadded input directly. Output rows and columns are cut into runs that
 see the same set of in-bounds taps (computed from the padding condition, per axis): the
@@ -26,7 +29,7 @@ from lowering import te
 from lowering.affine import as_affine, evaluate
 from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
-from lowering.lower import flat_index, stages_of
+from lowering.lower import combine, flat_index, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 I64 = "int64"
@@ -80,7 +83,8 @@ class DepthwisePattern:
     epilogue: te.Tensor | None
     x: te.Tensor  # the unpadded input
     chan: te.Expr  # input channel of output channel k (an expression of the k variable)
-    weight: te.Load
+    weight: te.Load | None  # None: a pooling window (the source alone)
+    combiner: str  # "sum" or "max"
     init: te.Expr
     n: te.Var
     k: te.Var
@@ -103,17 +107,22 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
     assert op is not None
     red = op.body
     assert isinstance(red, te.Reduce)
-    if red.combiner != "sum" or op.inline or len(p.shape) != 4 or len(red.axes) != 2:
+    if red.combiner not in ("sum", "max") or op.inline or len(p.shape) != 4 \
+            or len(red.axes) != 2:
         return None
     body = te.expand_inline(red.body)
-    if not (isinstance(body, te.Binary) and body.op == "mul"
-            and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
-        return None
     n, k, oh, ow = (ax.var for ax in op.axes)
-    src, wl = body.a, body.b
-    if any(te.mentions(i, oh) or te.mentions(i, ow) for i in wl.indices):
-        src, wl = wl, src
-    if any(te.mentions(i, v) for i in wl.indices for v in (n, oh, ow)):
+    wl: te.Load | None = None
+    if isinstance(body, te.Load):
+        src = body
+    elif (red.combiner == "sum" and isinstance(body, te.Binary) and body.op == "mul"
+          and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
+        src, wl = body.a, body.b
+        if any(te.mentions(i, oh) or te.mentions(i, ow) for i in wl.indices):
+            src, wl = wl, src
+        if any(te.mentions(i, v) for i in wl.indices for v in (n, oh, ow)):
+            return None
+    else:
         return None
     if len(src.indices) != 4 or src.indices[0] is not n:
         return None
@@ -136,7 +145,7 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
             return None
         used.append(r)
         axes.append((size, r, f.coefficient(o), f.coefficient(r) or 1, f.const))
-    source = _source(src.tensor)
+    source = _source(src.tensor, te.reduce_identity(red.combiner, src.tensor.dtype).value)
     if source is None:
         return None
     x, valid_h, valid_w, shift_h, shift_w = source
@@ -151,8 +160,8 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
     for a in (h, w):
         if len(a.runs()) > MAX_RUNS:
             return None
-    return DepthwisePattern(p, epilogue or None, x, chan, wl, red.init, n, k, oh, ow,
-                            (axes[0][1], axes[1][1]), h, w)
+    return DepthwisePattern(p, epilogue or None, x, chan, wl, red.combiner, red.init, n, k,
+                            oh, ow, (axes[0][1], axes[1][1]), h, w)
 
 
 def _unclamped(e: te.Expr) -> te.Expr:
@@ -163,9 +172,11 @@ def _unclamped(e: te.Expr) -> te.Expr:
     return e
 
 
-def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] | None:
+def _source(t: te.Tensor, pad: float
+            ) -> tuple[te.Tensor, list[bool], list[bool], int, int] | None:
     """The input a window source reads and, per spatial axis, which source positions hold an
-    input element (the rest are zero padding) and the shift from source to input position."""
+    input element (the rest are padding, which must be `pad`, the combiner's identity, for
+    the taps on it to be dropped) and the shift from source to input position."""
     if t.op is None:
         return t, [True] * t.shape[2], [True] * t.shape[3], 0, 0
     if t.op.reduce_axes or len(t.shape) != 4:
@@ -174,7 +185,7 @@ def _source(t: te.Tensor) -> tuple[te.Tensor, list[bool], list[bool], int, int] 
     body = te.expand_inline(t.op.body)
     conds: list[te.Expr] = []
     if isinstance(body, te.Select):
-        if not (isinstance(body.f, te.Const) and body.f.value == 0):
+        if not (isinstance(body.f, te.Const) and body.f.value == pad):
             return None
         conds = _conjuncts(body.cond)
         body = body.t
@@ -335,8 +346,11 @@ class _Builder:
             for r1 in taps_w:
                 iw = ow * pat.w.stride + (r1 * pat.w.dilation + pat.w.offset - pat.w.shift)
                 xv = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ih, iw]))
-                wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
-                acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
+                if pat.weight is None:
+                    acc = combine(pat.combiner, acc, xv)
+                else:
+                    wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
+                    acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
         target = pat.conv
         if pat.epilogue is not None:
             target = pat.epilogue

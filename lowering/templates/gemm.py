@@ -7,7 +7,7 @@ contiguous in the output), those only the first reads form the M group before it
 are batch loops. MatMul, Gemm (any transposes), batched MatMul and Conv (implicit GEMM: M =
 output channels, N = output pixels, K = input channels x window) all match.
 
-Operands reach the micro-kernel in one of three ways:
+Operands reach the micro-kernel in one of these ways:
 - "const": a compile-time constant operand, packed once by the compiler into micro-panels
   (A: [M/MR][K][MR], B: [N/NR][K][NR], zero-padded) — weights cost nothing to pack at run time;
 - "direct": read in place when its flat index is affine in (m, k) / (k, n) with B contiguous
@@ -20,6 +20,10 @@ Operands reach the micro-kernel in one of three ways:
   shifted by the tap's offset; the taps become outer loops around micro-kernel calls that
   accumulate into a virtual-column scratch, and the epilogue compacts it into the output.
   The input is read in place, once per tap, instead of being copied nine times over.
+- "pixels" (a convolution with constant weights): the roles swapped, on the convolution
+  micro-kernel (`_ConvWriter`): output pixels are its rows, read in place from the (padded)
+  input, output channels its vectors, the reduction over taps and channels stays in registers
+  and the tile is stored transposed into the output (see `_Builder._pixels_main`).
 The epilogue (bias, activation, residual, the conv bias of the reduction's init) is applied to
 each output panel right after the micro-kernels wrote it, while it is still in cache.
 """
