@@ -113,6 +113,38 @@ def test_aarch64_bundle_under_qemu(tmp_path: Path) -> None:
         assert_close(g, w)
 
 
+@pytest.mark.cross
+@pytest.mark.parametrize("target,model", [("aarch64", "resnet_tiny"), ("cpu-avx2", "unet_tiny")])
+def test_pixel_mode_convolutions_on_narrower_vectors(tmp_path: Path, target: str,
+                                                     model: str) -> None:
+    """Convolutions take pixel mode on NEON (4 lanes) and AVX2 (8 lanes) too, with blocks
+    taller than a vector (their tiles transpose in several L x L blocks); the bundle runs
+    (under qemu for AArch64) and matches onnxruntime."""
+    import re
+    runner = None
+    if target == "aarch64":
+        if not (shutil.which("aarch64-linux-gnu-gcc") and shutil.which("qemu-aarch64")):
+            pytest.skip("aarch64-linux-gnu-gcc / qemu-aarch64 not installed")
+        runner = ["qemu-aarch64", "-L", "/usr/aarch64-linux-gnu"]
+    elif "avx2" not in Path("/proc/cpuinfo").read_text():
+        pytest.skip("this machine cannot run AVX2 code")
+    path = SAMPLE_MODELS[model]
+    d = tmp_path / "bundle"
+    result = optimize_model(path, d, input_shapes=[], target=target)
+    blocks = {(int(m), int(v), int(lanes)) for m, v, lanes in re.findall(
+        r"define internal void @aotc_conv_f32_(\d+)x(\d+)v(\d+)", result.program.kernel_ll)}
+    assert blocks, "no pixel-mode kernel"
+    assert any(mr > lanes for mr, _, lanes in blocks), blocks
+    if target == "aarch64":
+        build_bundle(d, cc="aarch64-linux-gnu-gcc")
+    else:
+        build_bundle(d)
+    inputs = _inputs(path)
+    got = run_model_process(d, inputs, runner=runner)
+    for g, w in zip(got, _reference(path, inputs), strict=True):
+        assert_close(g, w)
+
+
 @pytest.mark.torch
 def test_torch_exported_models(tmp_path: Path) -> None:
     models = torch_models(tmp_path / "torch")
