@@ -15,6 +15,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from program_runner import check_model, check_node  # noqa: E402
 
 from lowering import te  # noqa: E402
+from lowering.loop_ir import For, Seq, Store  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
 from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
@@ -457,3 +458,44 @@ def test_pixel_mode_compiles_for_other_targets(target):
                                        "kc": kc}, f"kp{i}_{kc}").kernel)
     obj, _ = optimize_and_emit(mb.text(), t)
     assert len(obj) > 0
+
+
+@pytest.mark.parametrize("act,bias", [("Relu", True), ("Clip", True), ("Clip", False),
+                                      (None, False)])
+def test_pixel_mode_fuses_bias_and_clamps_into_the_micro_kernel(act, bias):
+    """Bias, ReLU and Clip are applied to the finished tile in registers (no pass over the
+    output afterwards); a residual add is not (test above)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, 9, 9])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 40, 9, 9])
+    inits = [numpy_helper.from_array(rand(40, 24, 3, 3), "w")]
+    conv_in = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(rand(40), "b"))
+        conv_in.append("b")
+    nodes = [helper.make_node("Conv", conv_in, ["c" if act else "y"], pads=[1, 1, 1, 1])]
+    if act == "Relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    elif act == "Clip":
+        inits += [numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
+                  numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    check_model(model, [rand(1, 24, 9, 9) * 3])
+    # the space the compiler sees for the fused node, and the bounds it found
+    ins, out, wv = general_conv(1, 24, 9, 9, 40, 3, 3, (1, 1, 1, 1))
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    assert space.pixel_epilogue is not None and space.pixel_epilogue[0] is ins[2]
+    kernel = space.build({**space.default_config(), "b": "pixels"}).kernel
+    out_buf = next(b for b in kernel.buffers if b.role == "output")
+
+    def stores_to_output(s):
+        if isinstance(s, Store):
+            return int(s.buf is out_buf)
+        if isinstance(s, For):
+            return stores_to_output(s.body)
+        if isinstance(s, Seq):
+            return sum(stores_to_output(x) for x in s.stmts)
+        return 0
+
+    assert sum(stores_to_output(st) for st in kernel.stages) == 0  # only the micro-kernel

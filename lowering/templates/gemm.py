@@ -280,6 +280,7 @@ class GemmSpace(ScheduleSpace):
             self.b_const is None else None
         if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
+        self.pixel_epilogue = self._clamped_bias()
         K = pat.k.size
         self.knobs = [
             Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
@@ -362,6 +363,25 @@ class GemmSpace(ScheduleSpace):
         if w.size > (1 + WINDOW_MAX_WASTE) * self.pat.n.size:
             return None
         return w
+
+    def _clamped_bias(self) -> tuple[te.Tensor | None, float | None, float | None] | None:
+        """(bias, lo, hi) when the epilogue is clamp(acc + bias[output channel], lo, hi)
+        with either bound optional (none, ReLU, Clip): the convolution micro-kernel applies
+        it to a finished tile in registers. None for anything else."""
+        p = self.pat
+        bias = None
+        if not (isinstance(p.init, te.Const) and float(p.init.value) == 0.0):
+            mvars = [v for v, e in zip(p.m.vars, p.m.extents, strict=True) if e != 1]
+            init = p.init
+            if not (isinstance(init, te.Load) and init.tensor.op is None and len(mvars) == 1
+                    and len(init.indices) == 1 and init.indices[0] is mvars[0]
+                    and init.tensor.dtype == "float32"):
+                return None
+            bias = init.tensor
+        if p.epilogue is None:
+            return bias, None, None
+        clamps = _clamps(te.expand_inline(p.epilogue.op.body), p.product)  # type: ignore[union-attr]
+        return None if clamps is None else (bias, *clamps)
 
     def block(self, config: Config) -> GemmBlock:
         mr, nv = (int(x) for x in str(config["block"]).split("x"))
@@ -482,7 +502,8 @@ class GemmSpace(ScheduleSpace):
         # epilogue's pass
         out_bytes = M * w.rows * w.out_row * 4
         t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
-        t += out_bytes * 2 / BW_L2
+        if self.pixel_epilogue is None:  # not fused into the micro-kernel: a pass in place
+            t += out_bytes * 2 / BW_L2
         return B * t
 
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
@@ -967,13 +988,23 @@ class _Builder:
         w_off = jo * (K * blk.nr)
         geometry = [_c(w.out_row), _c(w.row), _c(w.col_stride), _c(w.run_stride)]
         valid = [_c(m_full), m_valid, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)]
+        fused = self.s.pixel_epilogue
+        if fused is None:  # the epilogue runs in place after the block (below)
+            finish = [BufPtr(self.out, _c(0)), _c(0), _c(0), te.Const(0.0, "float32"), _c(0),
+                      te.Const(0.0, "float32")]
+        else:
+            bias, lo, hi = fused
+            finish = [BufPtr(self.bufs[id(bias)], jo * blk.nr) if bias is not None
+                      else BufPtr(self.out, _c(0)), _c(int(bias is not None)),
+                      _c(int(lo is not None)), te.Const(lo or 0.0, "float32"),
+                      _c(int(hi is not None)), te.Const(hi or 0.0, "float32")]
         if self.kc >= K:
             call: Stmt = Call(conv_routine(blk), [
                 BufPtr(x_buf, simplify_index(x_tile)), *geometry,
                 _c(taps[0][0]), _c(taps[0][1]), _c(taps[1][0]), _c(taps[1][1]),
                 BufPtr(w_buf, simplify_index(w_off)), _c(blk.nr), _c(w.run_extent * blk.nr),
                 BufPtr(self.out, simplify_index(out_off)), _c(P), _c(w.run_extent), *valid,
-                BufPtr(self.out, _c(0)), _c(1), _c(1)])
+                BufPtr(self.out, _c(0)), _c(1), _c(1), *finish])
             nest: Stmt = For(gi, groups_here, "serial", For(ti, _c(tpr), "serial", call))
         else:
             kc = min(self.kc, w.run_extent)
@@ -994,7 +1025,7 @@ class _Builder:
                 BufPtr(self.part, simplify_index(((f * gb + gi) * tpr + ti)
                                                  * (blk.mr * blk.nr))),
                 te.select(te.Binary("eq", step, _c(0)), _c(1), _c(0)),
-                te.select(te.Binary("eq", step, _c(nk * ntaps - 1)), _c(1), _c(0))])
+                te.select(te.Binary("eq", step, _c(nk * ntaps - 1)), _c(1), _c(0)), *finish])
             nest = For(kb, _c(nk), "serial", For(t1, _c(taps[0][0]), "serial", For(
                 t2, _c(taps[1][0]), "serial", For(gi, groups_here, "serial", For(
                     ti, _c(tpr), "serial", call)))))
@@ -1013,7 +1044,7 @@ class _Builder:
         mi = jo * blk.nr + i
         out_index = simplify_index((bflat * M + mi) * P + pix)
         value = self._epilogue_value(bvars, mi, n_vmap, BufLoad(self.out, out_index))
-        if value is not None:
+        if value is not None and fused is None:
             body.append(For(i, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr), "serial", For(
                 j, te.minimum(_c(gb * g * w.out_row), _c(P) - pix0), "vectorize",
                 Store(self.out, out_index, value))))
@@ -1065,6 +1096,26 @@ class _Builder:
         axes = {ea.var: vmap[pa.var] for ea, pa in zip(
             e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
         return _simplify_loads(conv(te.substitute(body, axes)))
+
+
+def _clamps(e: te.Expr, t: te.Tensor) -> tuple[float | None, float | None] | None:
+    """(lo, hi) when `e` is t's value clamped as ReLU and Clip lower:
+    select(x > hi, hi, select(x < lo, lo, x)), either select optional, NaN passing."""
+    lo = hi = None
+    while not (isinstance(e, te.Load) and e.tensor is t):
+        if not (isinstance(e, te.Select) and isinstance(e.cond, te.Binary)
+                and e.cond.op in ("lt", "gt") and isinstance(e.cond.b, te.Const)
+                and isinstance(e.t, te.Const) and float(e.t.value) == float(e.cond.b.value)
+                and repr(e.cond.a) == repr(e.f)):
+            return None
+        if e.cond.op == "gt" and hi is None and lo is None:
+            hi = float(e.t.value)
+        elif e.cond.op == "lt" and lo is None:
+            lo = float(e.t.value)
+        else:
+            return None
+        e = e.f
+    return lo, hi
 
 
 def _pixel_tiles(w: Window, mr: int) -> tuple[int, int, int]:

@@ -208,9 +208,11 @@ class _FunctionEmitter:
         for a in s.args:
             if isinstance(a, BufPtr):
                 args.append(f"ptr {self._address(a.buf, a.offset)}")
+            elif a.dtype == "float32":
+                args.append(f"float {self.expr(a)}")
             else:
                 if a.dtype != "int64":
-                    raise TypeError(f"routine argument {a!r} must be int64")
+                    raise TypeError(f"routine argument {a!r} must be int64 or float32")
                 args.append(f"i64 {self.expr(a)}")
         self.line(f"call void @{s.func}(" + ", ".join(args) + ")")
 

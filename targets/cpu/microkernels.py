@@ -339,7 +339,9 @@ class _ConvWriter(_GemmWriter):
     into `acc`. Arguments:
         (ptr a, i64 ow, i64 a_rp, i64 a_rs, i64 a_ks, i64 t1, i64 s1, i64 t2, i64 s2,
          ptr b, i64 b_ks, i64 b_ts, ptr c, i64 ldc, i64 k, i64 m_full, i64 m_valid,
-         i64 n_valid, ptr acc, i64 first, i64 last)
+         i64 n_valid, ptr acc, i64 first, i64 last, ptr bias, i64 has_bias, i64 has_lo,
+         float lo, i64 has_hi, float hi)
+    The last call also applies the fused epilogue (see _finish) before the store.
     """
 
     def text(self) -> tuple[str, list[str]]:
@@ -351,7 +353,8 @@ class _ConvWriter(_GemmWriter):
                 "i64 %a_rp, i64 %a_rs, i64 %a_ks, "
                 "i64 %t1, i64 %s1, i64 %t2, i64 %s2, ptr %b, i64 %b_ks, i64 %b_ts, ptr %c, "
                 "i64 %ldc, i64 %k, i64 %m_full, i64 %m_valid, i64 %n_valid, ptr %acc, i64 %first, "
-                "i64 %last) alwaysinline nounwind")
+                "i64 %last, ptr %bias, i64 %has_bias, i64 %has_lo, float %lo, i64 %has_hi, "
+                "float %hi) alwaysinline nounwind")
         self.label("entry")
         self.emit(f"%pf_off = mul i64 %a_ks, {PREFETCH_ROWS}")
         nvs = self.splat_i64("%n_valid")
@@ -362,25 +365,19 @@ class _ConvWriter(_GemmWriter):
             masks.append(m)
         # the partial tile: zeros, or loaded from acc
         first = self.t()
-        self.emit(f"{first} = icmp ne i64 %first, 0")
-        self.emit(f"br i1 {first}, label %init.zero, label %init.load")
-        self.label("init.load")
-        loaded = []
-        for r in range(b.mr):
-            for v in range(b.nv):
-                p, x = self.t(), self.t()
-                self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
-                self.emit(f"{x} = load {vt}, ptr {p}, align 4")
-                loaded.append(x)
-        self.emit("br label %init")
-        self.label("init.zero")
-        self.emit("br label %init")
-        self.label("init")
-        init = []
-        for x in loaded:
-            y = self.t()
-            self.emit(f"{y} = phi {vt} [ {x}, %init.load ], [ zeroinitializer, %init.zero ]")
-            init.append(y)
+        self.emit(f"{first} = icmp eq i64 %first, 0")
+
+        def load_acc() -> list[str]:
+            out = []
+            for r in range(b.mr):
+                for v in range(b.nv):
+                    p, x = self.t(), self.t()
+                    self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
+                    self.emit(f"{x} = load {vt}, ptr {p}, align 4")
+                    out.append(x)
+            return out
+
+        init = self._load_or_zero("init", first, load_acc)
         # four versions of the loops: all rows (constant row offsets) or fewer, all columns
         # (plain loads) or fewer (masked loads)
         full_rows, full, both = self.t(), self.t(), self.t()
@@ -420,6 +417,7 @@ class _ConvWriter(_GemmWriter):
                 self.emit(f"store {vt} {res[r * b.nv + v]}, ptr {p}, align 4")
         self.emit("ret void")
         self.label("out")
+        res = self._finish(res, masks)
         mvs = self.splat_i64("%m_valid")
         for rc in range(0, b.mr, L):
             pix_mask = self.t()
@@ -441,6 +439,65 @@ class _ConvWriter(_GemmWriter):
                               f"ptr align 4 {q}, {mt} {m})")
         self.emit("ret void")
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
+
+    def _finish(self, res: list[str], masks: list[str]) -> list[str]:
+        """The fused epilogue of a finished tile: + bias[j] (has_bias), then lo where x < lo
+        (has_lo) and hi where x > hi (has_hi), NaN passing through (ReLU, Clip)."""
+        b, vt = self.b, self.vt
+        L = b.lanes
+        self.emit("%fb = icmp ne i64 %has_bias, 0")
+
+        def load_bias() -> list[str]:
+            out = []
+            for v in range(b.nv):
+                p = self.t()
+                self.emit(f"{p} = getelementptr float, ptr %bias, i64 {v * L}")
+                out.append(self.masked_load(p, masks[v]))
+            return out
+
+        bias = self._load_or_zero("bias", "%fb", load_bias)
+        splats = {}
+        for name in ("lo", "hi"):
+            s0, s = self.t(), self.t()
+            self.emit(f"{s0} = insertelement {vt} poison, float %{name}, i64 0")
+            self.emit(f"{s} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
+            flag = self.t()
+            self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
+            splats[name] = (s, flag)
+        out = []
+        for r in range(b.mr):
+            for v in range(b.nv):
+                a, x = self.t(), self.t()
+                self.emit(f"{a} = fadd {vt} {res[r * b.nv + v]}, {bias[v]}")
+                self.emit(f"{x} = select i1 %fb, {vt} {a}, {vt} {res[r * b.nv + v]}")
+                for name, cmp in (("lo", "olt"), ("hi", "ogt")):
+                    s, flag = splats[name]
+                    c, c2, y = self.t(), self.t(), self.t()
+                    self.emit(f"{c} = fcmp {cmp} {vt} {x}, {s}")
+                    self.emit(f"{c2} = select i1 {flag}, <{L} x i1> {c}, "
+                              f"<{L} x i1> zeroinitializer")
+                    self.emit(f"{y} = select <{L} x i1> {c2}, {vt} {s}, {vt} {x}")
+                    x = y
+                out.append(x)
+        return out
+
+    def _load_or_zero(self, tag: str, cond: str, load) -> list[str]:
+        """Vectors that `load()` emits when `cond` holds, zeros otherwise (a branch, so
+        nothing is read when it does not)."""
+        self.emit(f"br i1 {cond}, label %{tag}.load, label %{tag}.none")
+        self.label(f"{tag}.load")
+        loaded = load()
+        self.emit(f"br label %{tag}.done")
+        self.label(f"{tag}.none")
+        self.emit(f"br label %{tag}.done")
+        self.label(f"{tag}.done")
+        out = []
+        for x in loaded:
+            y = self.t()
+            self.emit(f"{y} = phi {self.vt} [ {x}, %{tag}.load ], "
+                      f"[ zeroinitializer, %{tag}.none ]")
+            out.append(y)
+        return out
 
     def _rows(self, rows: str) -> list[str]:
         """Row pointers x(min(r, rows - 1)) for r < MR."""
