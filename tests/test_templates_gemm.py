@@ -441,6 +441,19 @@ def test_pixel_mode_with_relu_and_residual_against_ort():
     space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
     assert space.default_config()["b"] == "pixels"
     check_model(model, [rand(1, 32, 14, 14)])
+    # the fused node's computation: the residual and the ReLU go into the tile store
+    res = te.placeholder(out.shape, "float32", "res")
+    y = te.compute(out.shape, lambda *i: te.select(te.lt(out[i] + res[i], 0.0), 0.0,
+                                                   out[i] + res[i]), "add_relu")
+    space = GemmTemplate.match([*ins, res], [y], [None, wv, None, None], host_target())
+    fused = space.pixel_epilogue
+    assert fused is not None and fused.residual is res and (fused.lo, fused.hi) == (0.0, None)
+    xv, bv, rv = rand(1, 32, 14, 14), rand(32), rand(1, 32, 14, 14)
+    want = np.maximum(general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 1, 1, 1) + rv, 0)
+    configs = [{**space.default_config(), "b": "pixels", "kc": kc}
+               for kc in space.knobs[1].options]
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv, rv]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
 
 
 @pytest.mark.parametrize("target", ["cpu-avx2", "aarch64"])
@@ -485,7 +498,7 @@ def test_pixel_mode_fuses_bias_and_clamps_into_the_micro_kernel(act, bias):
     # the space the compiler sees for the fused node, and the bounds it found
     ins, out, wv = general_conv(1, 24, 9, 9, 40, 3, 3, (1, 1, 1, 1))
     space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
-    assert space.pixel_epilogue is not None and space.pixel_epilogue[0] is ins[2]
+    assert space.pixel_epilogue is not None and space.pixel_epilogue.bias is ins[2]
     kernel = space.build({**space.default_config(), "b": "pixels"}).kernel
     out_buf = next(b for b in kernel.buffers if b.role == "output")
 

@@ -364,10 +364,11 @@ class GemmSpace(ScheduleSpace):
             return None
         return w
 
-    def _clamped_bias(self) -> tuple[te.Tensor | None, float | None, float | None] | None:
-        """(bias, lo, hi) when the epilogue is clamp(acc + bias[output channel], lo, hi)
-        with either bound optional (none, ReLU, Clip): the convolution micro-kernel applies
-        it to a finished tile in registers. None for anything else."""
+    def _clamped_bias(self) -> FusedEpilogue | None:
+        """The epilogue as clamp(acc + bias[output channel] + residual, lo, hi), each part
+        optional (a bare convolution, bias, ReLU, Clip, a ResNet block's Add + ReLU): the
+        convolution micro-kernel applies it to a finished tile in registers. None for
+        anything else."""
         p = self.pat
         bias = None
         if not (isinstance(p.init, te.Const) and float(p.init.value) == 0.0):
@@ -379,9 +380,23 @@ class GemmSpace(ScheduleSpace):
                 return None
             bias = init.tensor
         if p.epilogue is None:
-            return bias, None, None
+            return FusedEpilogue(bias, None, None, None)
         clamps = _clamps(te.expand_inline(p.epilogue.op.body), p.product)  # type: ignore[union-attr]
-        return None if clamps is None else (bias, *clamps)
+        if clamps is None:
+            return None
+        lo, hi, inner = clamps
+        if isinstance(inner, te.Load) and inner.tensor is p.product:
+            return FusedEpilogue(bias, None, lo, hi)
+        # acc + residual: the residual an input read at the output's own index
+        axes = [ax.var for ax in p.epilogue.op.axes]  # type: ignore[union-attr]
+        if isinstance(inner, te.Binary) and inner.op == "add":
+            for x, r in ((inner.a, inner.b), (inner.b, inner.a)):
+                if (isinstance(x, te.Load) and x.tensor is p.product and isinstance(r, te.Load)
+                        and r.tensor.op is None and r.tensor.dtype == "float32"
+                        and r.tensor.shape == p.product.shape
+                        and all(i is v for i, v in zip(r.indices, axes, strict=True))):
+                    return FusedEpilogue(bias, r.tensor, lo, hi)
+        return None
 
     def block(self, config: Config) -> GemmBlock:
         mr, nv = (int(x) for x in str(config["block"]).split("x"))
@@ -504,6 +519,8 @@ class GemmSpace(ScheduleSpace):
         t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
         if self.pixel_epilogue is None:  # not fused into the micro-kernel: a pass in place
             t += out_bytes * 2 / BW_L2
+        elif self.pixel_epilogue.residual is not None:  # read next to the stores
+            t += out_bytes / (BW_L2 if out_bytes <= L2 else BW_MEM)
         return B * t
 
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
@@ -989,15 +1006,16 @@ class _Builder:
         geometry = [_c(w.out_row), _c(w.row), _c(w.col_stride), _c(w.run_stride)]
         valid = [_c(m_full), m_valid, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)]
         fused = self.s.pixel_epilogue
-        if fused is None:  # the epilogue runs in place after the block (below)
-            finish = [BufPtr(self.out, _c(0)), _c(0), _c(0), te.Const(0.0, "float32"), _c(0),
-                      te.Const(0.0, "float32")]
-        else:
-            bias, lo, hi = fused
-            finish = [BufPtr(self.bufs[id(bias)], jo * blk.nr) if bias is not None
-                      else BufPtr(self.out, _c(0)), _c(int(bias is not None)),
-                      _c(int(lo is not None)), te.Const(lo or 0.0, "float32"),
-                      _c(int(hi is not None)), te.Const(hi or 0.0, "float32")]
+        # (the epilogue, when not fused, runs in place after the block: below)
+        fe = fused or FusedEpilogue(None, None, None, None)
+        finish = [
+            BufPtr(self.bufs[id(fe.bias)], jo * blk.nr) if fe.bias is not None
+            else BufPtr(self.out, _c(0)), _c(int(fe.bias is not None)),
+            _c(int(fe.lo is not None)), te.Const(fe.lo or 0.0, "float32"),
+            _c(int(fe.hi is not None)), te.Const(fe.hi or 0.0, "float32"),
+            BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
+            if fe.residual is not None else BufPtr(self.out, _c(0)),
+            _c(int(fe.residual is not None))]
         if self.kc >= K:
             call: Stmt = Call(conv_routine(blk), [
                 BufPtr(x_buf, simplify_index(x_tile)), *geometry,
@@ -1098,11 +1116,21 @@ class _Builder:
         return _simplify_loads(conv(te.substitute(body, axes)))
 
 
-def _clamps(e: te.Expr, t: te.Tensor) -> tuple[float | None, float | None] | None:
-    """(lo, hi) when `e` is t's value clamped as ReLU and Clip lower:
-    select(x > hi, hi, select(x < lo, lo, x)), either select optional, NaN passing."""
+@dataclass
+class FusedEpilogue:
+    """clamp(acc + bias[channel] + residual, lo, hi); None parts are absent."""
+
+    bias: te.Tensor | None
+    residual: te.Tensor | None
+    lo: float | None
+    hi: float | None
+
+
+def _clamps(e: te.Expr, t: te.Tensor) -> tuple[float | None, float | None, te.Expr] | None:
+    """(lo, hi, x) when `e` is x clamped as ReLU and Clip lower it:
+    select(e > hi, hi, select(x < lo, lo, x)), either select optional, NaN passing."""
     lo = hi = None
-    while not (isinstance(e, te.Load) and e.tensor is t):
+    while not (isinstance(e, te.Load) and e.tensor is t or isinstance(e, te.Binary)):
         if not (isinstance(e, te.Select) and isinstance(e.cond, te.Binary)
                 and e.cond.op in ("lt", "gt") and isinstance(e.cond.b, te.Const)
                 and isinstance(e.t, te.Const) and float(e.t.value) == float(e.cond.b.value)
@@ -1115,7 +1143,7 @@ def _clamps(e: te.Expr, t: te.Tensor) -> tuple[float | None, float | None] | Non
         else:
             return None
         e = e.f
-    return lo, hi
+    return lo, hi, e
 
 
 def _pixel_tiles(w: Window, mr: int) -> tuple[int, int, int]:

@@ -340,8 +340,10 @@ class _ConvWriter(_GemmWriter):
         (ptr a, i64 ow, i64 a_rp, i64 a_rs, i64 a_ks, i64 t1, i64 s1, i64 t2, i64 s2,
          ptr b, i64 b_ks, i64 b_ts, ptr c, i64 ldc, i64 k, i64 m_full, i64 m_valid,
          i64 n_valid, ptr acc, i64 first, i64 last, ptr bias, i64 has_bias, i64 has_lo,
-         float lo, i64 has_hi, float hi)
-    The last call also applies the fused epilogue (see _finish) before the store.
+         float lo, i64 has_hi, float hi, ptr res, i64 has_res)
+    The last call also applies the fused epilogue: + bias[j] before the transposition, then
+    + res[j*ldc + r] (a residual laid out like C) and the clamps (see _clamp) on the
+    transposed vectors, right before each store.
     """
 
     def text(self) -> tuple[str, list[str]]:
@@ -354,7 +356,7 @@ class _ConvWriter(_GemmWriter):
                 "i64 %t1, i64 %s1, i64 %t2, i64 %s2, ptr %b, i64 %b_ks, i64 %b_ts, ptr %c, "
                 "i64 %ldc, i64 %k, i64 %m_full, i64 %m_valid, i64 %n_valid, ptr %acc, i64 %first, "
                 "i64 %last, ptr %bias, i64 %has_bias, i64 %has_lo, float %lo, i64 %has_hi, "
-                "float %hi) alwaysinline nounwind")
+                "float %hi, ptr %res, i64 %has_res) alwaysinline nounwind")
         self.label("entry")
         self.emit(f"%pf_off = mul i64 %a_ks, {PREFETCH_ROWS}")
         nvs = self.splat_i64("%n_valid")
@@ -417,7 +419,9 @@ class _ConvWriter(_GemmWriter):
                 self.emit(f"store {vt} {res[r * b.nv + v]}, ptr {p}, align 4")
         self.emit("ret void")
         self.label("out")
-        res = self._finish(res, masks)
+        res = self._add_bias(res, masks)
+        bounds = self._bounds()
+        self.emit("%fr = icmp ne i64 %has_res, 0")
         mvs = self.splat_i64("%m_valid")
         for rc in range(0, b.mr, L):
             pix_mask = self.t()
@@ -435,14 +439,22 @@ class _ConvWriter(_GemmWriter):
                     self.emit(f"{p} = getelementptr float, ptr %c, i64 {off}")
                     q = self.t()
                     self.emit(f"{q} = getelementptr float, ptr {p}, i64 {rc}")
-                    self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {cols[e]}, "
+                    # the residual: read under the store's mask, none at all without one
+                    rp, rq, rm, a, x = (self.t() for _ in range(5))
+                    self.emit(f"{rp} = getelementptr float, ptr %res, i64 {off}")
+                    self.emit(f"{rq} = getelementptr float, ptr {rp}, i64 {rc}")
+                    self.emit(f"{rm} = select i1 %fr, {mt} {m}, {mt} zeroinitializer")
+                    r = self.masked_load(rq, rm)
+                    self.emit(f"{a} = fadd {vt} {cols[e]}, {r}")
+                    self.emit(f"{x} = select i1 %fr, {vt} {a}, {vt} {cols[e]}")
+                    y = self._clamp(x, bounds)
+                    self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {y}, "
                               f"ptr align 4 {q}, {mt} {m})")
         self.emit("ret void")
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
 
-    def _finish(self, res: list[str], masks: list[str]) -> list[str]:
-        """The fused epilogue of a finished tile: + bias[j] (has_bias), then lo where x < lo
-        (has_lo) and hi where x > hi (has_hi), NaN passing through (ReLU, Clip)."""
+    def _add_bias(self, res: list[str], masks: list[str]) -> list[str]:
+        """+ bias[j] (has_bias) on the finished tile, columns being output channels."""
         b, vt = self.b, self.vt
         L = b.lanes
         self.emit("%fb = icmp ne i64 %has_bias, 0")
@@ -456,30 +468,38 @@ class _ConvWriter(_GemmWriter):
             return out
 
         bias = self._load_or_zero("bias", "%fb", load_bias)
-        splats = {}
-        for name in ("lo", "hi"):
-            s0, s = self.t(), self.t()
-            self.emit(f"{s0} = insertelement {vt} poison, float %{name}, i64 0")
-            self.emit(f"{s} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
-            flag = self.t()
-            self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
-            splats[name] = (s, flag)
         out = []
         for r in range(b.mr):
             for v in range(b.nv):
                 a, x = self.t(), self.t()
                 self.emit(f"{a} = fadd {vt} {res[r * b.nv + v]}, {bias[v]}")
                 self.emit(f"{x} = select i1 %fb, {vt} {a}, {vt} {res[r * b.nv + v]}")
-                for name, cmp in (("lo", "olt"), ("hi", "ogt")):
-                    s, flag = splats[name]
-                    c, c2, y = self.t(), self.t(), self.t()
-                    self.emit(f"{c} = fcmp {cmp} {vt} {x}, {s}")
-                    self.emit(f"{c2} = select i1 {flag}, <{L} x i1> {c}, "
-                              f"<{L} x i1> zeroinitializer")
-                    self.emit(f"{y} = select <{L} x i1> {c2}, {vt} {s}, {vt} {x}")
-                    x = y
                 out.append(x)
         return out
+
+    def _bounds(self) -> list[tuple[str, str, str]]:
+        """(comparison, splat bound, flag) for lo and hi."""
+        vt, L = self.vt, self.b.lanes
+        out = []
+        for name, cmp in (("lo", "olt"), ("hi", "ogt")):
+            s0, s, flag = self.t(), self.t(), self.t()
+            self.emit(f"{s0} = insertelement {vt} poison, float %{name}, i64 0")
+            self.emit(f"{s} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
+            self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
+            out.append((cmp, s, flag))
+        return out
+
+    def _clamp(self, x: str, bounds: list[tuple[str, str, str]]) -> str:
+        """lo where x < lo (has_lo), then hi where x > hi (has_hi): ReLU and Clip, NaN
+        passing through as in the element-wise operators."""
+        vt, L = self.vt, self.b.lanes
+        for cmp, s, flag in bounds:
+            c, c2, y = self.t(), self.t(), self.t()
+            self.emit(f"{c} = fcmp {cmp} {vt} {x}, {s}")
+            self.emit(f"{c2} = select i1 {flag}, <{L} x i1> {c}, <{L} x i1> zeroinitializer")
+            self.emit(f"{y} = select <{L} x i1> {c2}, {vt} {s}, {vt} {x}")
+            x = y
+        return x
 
     def _load_or_zero(self, tag: str, cond: str, load) -> list[str]:
         """Vectors that `load()` emits when `cond` holds, zeros otherwise (a branch, so
