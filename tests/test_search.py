@@ -306,3 +306,28 @@ def test_bad_tuning_options(tmp_path: Path) -> None:
     with pytest.raises(AotcError, match="cannot run code for target 'aarch64'"):
         optimize_model(MLP, tmp_path / "c", input_shapes=[], target="aarch64",
                        tuner=make_tuner(1.0, tmp_path / "log.jsonl"))
+
+
+def test_measurer_times_each_distinct_kernel_once():
+    """Pixel-mode K blocks at or above the channel run build the same kernel: a batch (or a
+    later one) holding several of them compiles and times it once."""
+    import numpy as np
+
+    from lowering.ops import OPS, OpContext
+    from lowering.search.measure import Measurer
+    from lowering.templates.gemm import GemmTemplate
+
+    x = te.placeholder((1, 64, 6, 6), "float32", "x")
+    w = te.placeholder((32, 64, 3, 3), "float32", "w")
+    b = te.placeholder((32,), "float32", "b")
+    wv = np.random.default_rng(0).standard_normal((32, 64, 3, 3)).astype(np.float32)
+    ctx = OpContext(node="n", op_type="Conv", attrs={"pads": [1, 1, 1, 1]}, inputs=[x, w, b],
+                    consts=[None, wv, None], out_shapes=[(1, 32, 6, 6)], out_dtypes=["float32"])
+    space = GemmTemplate.match([x, w, b], OPS["Conv"](ctx), [None, wv, None], host_target())
+    base = {**space.default_config(), "b": "pixels", "block": "14x2"}
+    same = [{**base, "kc": kc} for kc in (128, 256, 512)]  # all >= the 64-channel run
+    m = Measurer(space, sample_seconds=1e-4, samples=1)
+    first = m.measure(same)
+    assert first[0] is first[1] is first[2]
+    other = m.measure([same[1], {**base, "kc": 576}])
+    assert other[0] is first[0] and other[1] is not first[0]

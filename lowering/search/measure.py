@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lowering.loop_ir import Kernel
+from lowering.loop_ir import Kernel, format_kernel
 from lowering.search.space import BuiltKernel, Config, ScheduleSpace
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.target import CpuTarget, host_target
@@ -92,6 +92,7 @@ class Measurer:
         self.space = space
         self.sample_seconds = sample_seconds
         self.samples = samples
+        self._seen: dict[str, Measurement] = {}  # canonical kernel text -> its measurement
         rng = np.random.default_rng(seed)
         self.inputs: list[np.ndarray] = []
         for t, const in zip(space.inputs, space.consts, strict=True):
@@ -103,7 +104,23 @@ class Measurer:
                 self.inputs.append(np.zeros(t.shape, dtype=NP_DTYPE[t.dtype]))
 
     def measure(self, configs: Sequence[Config]) -> list[Measurement]:
-        built = [self.space.build(c, f"cand{i}") for i, c in enumerate(configs)]
+        """One measurement per configuration. Configurations that build the same kernel (knob
+        values a space ignores in some modes) are compiled and timed once, in this call or an
+        earlier one."""
+        built_all = [self.space.build(c, "cand") for c in configs]
+        texts = [format_kernel(b.kernel, canonical=True) for b in built_all]
+        fresh: dict[str, BuiltKernel] = {}
+        for t, b in zip(texts, built_all, strict=True):
+            if t not in self._seen and t not in fresh:
+                fresh[t] = b
+        if fresh:
+            for t, m in zip(fresh, self._measure(list(fresh.values())), strict=True):
+                self._seen[t] = m
+        return [self._seen[t] for t in texts]
+
+    def _measure(self, built: list[BuiltKernel]) -> list[Measurement]:
+        for i, b in enumerate(built):
+            b.kernel.name = f"cand{i}"
         mb = ModuleBuilder(self.space.target)  # type: ignore[arg-type]
         for b in built:
             mb.add_kernel(b.kernel)
