@@ -512,3 +512,18 @@ def test_pixel_mode_fuses_bias_and_clamps_into_the_micro_kernel(act, bias):
         return 0
 
     assert sum(stores_to_output(st) for st in kernel.stages) == 0  # only the micro-kernel
+
+
+def test_pixel_mode_epilogue_that_is_not_fused_runs_in_place():
+    """An epilogue other than bias/clamps/residual (here tanh) is applied by a pass over each
+    finished block of tiles, for every K blocking."""
+    ins, out, wv = general_conv(1, 20, 11, 11, 36, 3, 3, (1, 1, 1, 1), stride=2)
+    y = te.compute(out.shape, lambda *i: te.Unary("tanh", out[i]), "tanh")
+    space = GemmTemplate.match(ins, [y], [None, wv, None], host_target())
+    assert space.pixel_epilogue is None
+    xv, bv = rand(1, 20, 11, 11), rand(36)
+    want = np.tanh(general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 2, 1, 1))
+    configs = [{**space.default_config(), "b": "pixels", "kc": kc, "block": blk}
+               for kc in space.knobs[1].options for blk in space.knobs[0].options[:3]]
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))

@@ -966,10 +966,11 @@ class _Builder:
         input channel][NR]. Tiles run over the output pixels of an image numbered across
         rows, so no lane is wasted on rows shorter than a vector multiple (7x7, 14x14
         layers), and strided rows need no gather (the strides are the micro-kernel's row
-        offsets). Each tile is stored transposed straight into the output; the epilogue then
-        runs in place over each finished block of tiles. With kc >= K one call per tile
-        keeps the whole reduction, taps included, in registers; otherwise one call per tap
-        and channel block reuses that tap's weights from L1 across the block's tiles."""
+        offsets). Each tile is stored transposed straight into the output, after the fused
+        epilogue (bias, ReLU/Clip, residual: GemmSpace._clamped_bias) in registers; any other
+        epilogue runs in place over each finished block of tiles. With kc >= K one call per
+        tile keeps the whole reduction, taps included, in registers; otherwise one call per
+        tap and channel block reuses that tap's weights from L1 across the block's tiles."""
         p, blk, w = self.p, self.blk, self.s.pixels
         assert w is not None
         M, K, nb = p.m.size, p.k.size, p.batch.size
@@ -1006,8 +1007,7 @@ class _Builder:
         geometry = [_c(w.out_row), _c(w.row), _c(w.col_stride), _c(w.run_stride)]
         valid = [_c(m_full), m_valid, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)]
         fused = self.s.pixel_epilogue
-        # (the epilogue, when not fused, runs in place after the block: below)
-        fe = fused or FusedEpilogue(None, None, None, None)
+        fe = fused or FusedEpilogue(None, None, None, None)  # else: _pixels_epilogue
         finish = [
             BufPtr(self.bufs[id(fe.bias)], jo * blk.nr) if fe.bias is not None
             else BufPtr(self.out, _c(0)), _c(int(fe.bias is not None)),
@@ -1048,11 +1048,21 @@ class _Builder:
                 t2, _c(taps[1][0]), "serial", For(gi, groups_here, "serial", For(
                     ti, _c(tpr), "serial", call)))))
         body: list[Stmt] = [nest]
-        # epilogue, in place over the block's channels and pixels
+        if fused is None:
+            body.append(self._pixels_epilogue(bvars, bflat, jo, blk_i * (gb * g * w.out_row),
+                                              gb * g * w.out_row))
+        return For(f, _c(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
+
+    def _pixels_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, jo: te.Expr,
+                         pix0: te.Expr, pixels: int) -> Stmt:
+        """Pixel mode's epilogue when it is not fused: in place over channel tile `jo` and
+        the block's output pixels [pix0, pix0 + pixels)."""
+        p, blk, w = self.p, self.blk, self.s.pixels
+        assert w is not None
+        M, P = p.m.size, w.rows * w.out_row
         i, j = te.Var("ei"), te.Var("ej")
         nvars = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
         n_vmap: dict[te.Var, te.Expr] = {v: _c(0) for v in p.n.vars}
-        pix0 = blk_i * (gb * g * w.out_row)
         pix = pix0 + j
         if len(nvars) == 2:
             n_vmap[nvars[0]] = pix // w.out_row
@@ -1062,11 +1072,11 @@ class _Builder:
         mi = jo * blk.nr + i
         out_index = simplify_index((bflat * M + mi) * P + pix)
         value = self._epilogue_value(bvars, mi, n_vmap, BufLoad(self.out, out_index))
-        if value is not None and fused is None:
-            body.append(For(i, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr), "serial", For(
-                j, te.minimum(_c(gb * g * w.out_row), _c(P) - pix0), "vectorize",
-                Store(self.out, out_index, value))))
-        return For(f, _c(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
+        if value is None:
+            return Seq([])
+        return For(i, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr), "serial", For(
+            j, te.minimum(_c(pixels), _c(P) - pix0), "vectorize",
+            Store(self.out, out_index, value)))
 
     def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
                     body: Stmt) -> Stmt:
