@@ -1,6 +1,9 @@
 """Micro-kernels: target routines that tensorized loop nests call (loop_ir.Call).
 
-The one family so far is the register-blocked outer-product GEMM kernel
+Two families share one register-block shape. The convolution kernel (`_ConvWriter`, below)
+adds tap loops around the k loop, reads its rows as output pixels of a convolution input and
+stores the tile transposed after a fused epilogue. The GEMM kernel is the register-blocked
+outer product
 
     C[r, j] (+)= sum_k A[r, k] * B[k, j]      r < MR, j < NR = NV vectors of the target
 
