@@ -137,6 +137,36 @@ class _GemmWriter:
                   f"{ptr}, {self.mt} {mask}, {self.vt} zeroinitializer)")
         return x
 
+    def splat_i64(self, x: str) -> str:
+        L = self.b.lanes
+        s = self.t()
+        self.emit(f"{s}.i = insertelement <{L} x i64> poison, i64 {x}, i64 0")
+        self.emit(f"{s} = shufflevector <{L} x i64> {s}.i, <{L} x i64> poison, "
+                  f"<{L} x i32> zeroinitializer")
+        return s
+
+    def splat(self, x: str) -> str:
+        """A vector of float `x` in every lane."""
+        vt, L = self.vt, self.b.lanes
+        s0, s = self.t(), self.t()
+        self.emit(f"{s0} = insertelement {vt} poison, float {x}, i64 0")
+        self.emit(f"{s} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
+        return s
+
+    def iota(self, start: int) -> str:
+        return "<" + ", ".join(f"i64 {start + i}" for i in range(self.b.lanes)) + ">"
+
+    def column_masks(self) -> list[str]:
+        """Per vector of a tile row, the lanes below %n_valid."""
+        L = self.b.lanes
+        nvs = self.splat_i64("%n_valid")
+        masks = []
+        for v in range(self.b.nv):
+            m = self.t()
+            self.emit(f"{m} = icmp ult <{L} x i64> {self.iota(v * L)}, {nvs}")
+            masks.append(m)
+        return masks
+
     def declarations(self) -> list[str]:
         vt, mt = self.vt, self.mt
         sfx = f"v{self.b.lanes}f32"
@@ -174,17 +204,7 @@ class _GemmWriter:
             arow.append(ap)
             crow.append(cp)
         self.arow = arow
-        # column masks
-        nvs = self.t()
-        self.emit(f"{nvs}.i = insertelement <{L} x i64> poison, i64 %n_valid, i64 0")
-        self.emit(f"{nvs} = shufflevector <{L} x i64> {nvs}.i, <{L} x i64> poison, "
-                  f"<{L} x i32> zeroinitializer")
-        masks = []
-        for v in range(b.nv):
-            idx = "<" + ", ".join(f"i64 {v * L + i}" for i in range(L)) + ">"
-            m = self.t()
-            self.emit(f"{m} = icmp ult <{L} x i64> {idx}, {nvs}")
-            masks.append(m)
+        masks = self.column_masks()
         # C column pointers per row and vector
         cptr = [[None] * b.nv for _ in range(b.mr)]
         for r in range(b.mr):
@@ -253,11 +273,10 @@ class _GemmWriter:
                 self.prefetch(q)
         new = [[""] * b.nv for _ in range(b.mr)]
         for r in range(b.mr):
-            p, x, s0, sp = self.t(), self.t(), self.t(), self.t()
+            p, x = self.t(), self.t()
             self.emit(f"{p} = getelementptr float, ptr {rows[r]}, i64 {aoff}")
             self.emit(f"{x} = load float, ptr {p}, align 4")
-            self.emit(f"{s0} = insertelement {vt} poison, float {x}, i64 0")
-            self.emit(f"{sp} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
+            sp = self.splat(x)
             for v in range(b.nv):
                 new[r][v] = name(r, v)
                 self.emit(f"{new[r][v]} = call {vt} @llvm.fma.v{L}f32({vt} {sp}, "
@@ -362,23 +381,22 @@ class _ConvWriter(_GemmWriter):
                 "float %hi, ptr %res, i64 %has_res) alwaysinline nounwind")
         self.label("entry")
         self.emit(f"%pf_off = mul i64 %a_ks, {PREFETCH_ROWS}")
-        nvs = self.splat_i64("%n_valid")
-        masks = []
-        for v in range(b.nv):
-            m = self.t()
-            self.emit(f"{m} = icmp ult <{L} x i64> {self.iota(v * L)}, {nvs}")
-            masks.append(m)
+        masks = self.column_masks()
         # the partial tile: zeros, or loaded from acc
         first = self.t()
         self.emit(f"{first} = icmp eq i64 %first, 0")
+
+        def acc_slot(r: int, v: int) -> str:  # the partial tile: [MR][NR] floats at %acc
+            p = self.t()
+            self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
+            return p
 
         def load_acc() -> list[str]:
             out = []
             for r in range(b.mr):
                 for v in range(b.nv):
-                    p, x = self.t(), self.t()
-                    self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
-                    self.emit(f"{x} = load {vt}, ptr {p}, align 4")
+                    x = self.t()
+                    self.emit(f"{x} = load {vt}, ptr {acc_slot(r, v)}, align 4")
                     out.append(x)
             return out
 
@@ -401,7 +419,8 @@ class _ConvWriter(_GemmWriter):
             out, end = self._loop(f"{tag}.t1", "%t1", f"{tag}.pre", init,
                                   lambda i1, acc, tag=tag, mk=mk, arow=arow: self._loop(
                                       f"{tag}.t2", "%t2", None, acc,
-                                      lambda i2, acc2: self._tap(tag, i1, i2, acc2, arow, mk)))
+                                      lambda i2, acc2: self._tap(tag, i1, i2, acc2, arow,
+                                                                 mk))[0])
             self.emit("br label %store")
             ends.append((out, end))
         self.label("store")
@@ -417,9 +436,7 @@ class _ConvWriter(_GemmWriter):
         self.label("keep")
         for r in range(b.mr):
             for v in range(b.nv):
-                p = self.t()
-                self.emit(f"{p} = getelementptr float, ptr %acc, i64 {r * b.nr + v * L}")
-                self.emit(f"store {vt} {res[r * b.nv + v]}, ptr {p}, align 4")
+                self.emit(f"store {vt} {res[r * b.nv + v]}, ptr {acc_slot(r, v)}, align 4")
         self.emit("ret void")
         self.label("out")
         res = self._add_bias(res, masks)
@@ -482,12 +499,10 @@ class _ConvWriter(_GemmWriter):
 
     def _bounds(self) -> list[tuple[str, str, str]]:
         """(comparison, splat bound, flag) for lo and hi."""
-        vt, L = self.vt, self.b.lanes
         out = []
         for name, cmp in (("lo", "olt"), ("hi", "ogt")):
-            s0, s, flag = self.t(), self.t(), self.t()
-            self.emit(f"{s0} = insertelement {vt} poison, float %{name}, i64 0")
-            self.emit(f"{s} = shufflevector {vt} {s0}, {vt} poison, <{L} x i32> zeroinitializer")
+            s = self.splat(f"%{name}")
+            flag = self.t()
             self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
             out.append((cmp, s, flag))
         return out
@@ -539,17 +554,6 @@ class _ConvWriter(_GemmWriter):
             arow.append(ap)
         return arow
 
-    def splat_i64(self, x: str) -> str:
-        L = self.b.lanes
-        s = self.t()
-        self.emit(f"{s}.i = insertelement <{L} x i64> poison, i64 {x}, i64 0")
-        self.emit(f"{s} = shufflevector <{L} x i64> {s}.i, <{L} x i64> poison, "
-                  f"<{L} x i32> zeroinitializer")
-        return s
-
-    def iota(self, start: int) -> str:
-        return "<" + ", ".join(f"i64 {start + i}" for i in range(self.b.lanes)) + ">"
-
     def _transpose(self, rows: list[str]) -> list[str]:
         """out[e][i] = rows[i][e] for an L x L block: log2 L butterfly rounds, each pairing
         rows s apart and swapping their s-wide blocks of lanes."""
@@ -574,9 +578,9 @@ class _ConvWriter(_GemmWriter):
     def _loop(self, tag: str, count: str, pred: str | None, init: list[str], body
               ) -> tuple[list[str], str]:
         """A counted loop carrying vector values: `body(i, values)` emits the body (it may
-        open blocks of its own) and returns (new values, its last block). Returns the values
-        at exit and the exit block. `pred` is the block that branches in (None: the current
-        block, which is closed here)."""
+        open blocks of its own) and returns the new values. Returns the values at exit and
+        the exit block. `pred` is the block that branches in (None: the current block, which
+        is closed here)."""
         vt = self.vt
         if pred is None:
             pred = f"{tag}.pre"
@@ -593,7 +597,7 @@ class _ConvWriter(_GemmWriter):
         self.emit(f"{cont} = icmp slt i64 {i}, {count}")
         self.emit(f"br i1 {cont}, label %{tag}.body, label %{tag}.exit")
         self.label(f"{tag}.body")
-        new, _ = body(i, phis)
+        new = body(i, phis)
         self.emit(f"br label %{tag}.latch")
         self.label(f"{tag}.latch")
         self.emit(f"{i}.next = add nsw i64 {i}, 1")
@@ -604,9 +608,9 @@ class _ConvWriter(_GemmWriter):
         return phis, f"{tag}.exit"
 
     def _tap(self, tag: str, i1: str, i2: str, acc: list[str], arow: list[str],
-             masks: list[str] | None) -> tuple[list[str], str]:
+             masks: list[str] | None) -> list[str]:
         """The k loop of one tap (t1, t2): A rows shifted by the tap's offset, B from the tap's
-        part of the panel."""
+        part of the panel. Returns the accumulators after it."""
         b = self.b
         o1, o2, off, tflat, tf2, boff, bt = (self.t() for _ in range(7))
         self.emit(f"{o1} = mul i64 {i1}, %s1")
@@ -622,13 +626,13 @@ class _ConvWriter(_GemmWriter):
             self.emit(f"{p} = getelementptr float, ptr {arow[r]}, i64 {off}")
             rows.append(p)
 
-        def step(kk: str, cur: list[str]) -> tuple[list[str], str]:
+        def step(kk: str, cur: list[str]) -> list[str]:
             bo, bk = self.t(), self.t()
             self.emit(f"{bo} = mul i64 {kk}, %b_ks")
             self.emit(f"{bk} = getelementptr float, ptr {bt}, i64 {bo}")
             grid = [cur[r * b.nv:(r + 1) * b.nv] for r in range(b.mr)]
             new = self._fma_step(kk, bk, rows, masks, grid, lambda r, v: self.t(),
                                  prefetch_a=True)
-            return [x for row in new for x in row], f"{tag}.k{tflat[2:]}.body"
+            return [x for row in new for x in row]
 
-        return self._loop(f"{tag}.k{tflat[2:]}", "%k", None, acc, step)
+        return self._loop(f"{tag}.k{tflat[2:]}", "%k", None, acc, step)[0]
