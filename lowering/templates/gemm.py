@@ -91,6 +91,11 @@ class Group:
     def size(self) -> int:
         return math.prod(self.extents)
 
+    @property
+    def nonunit(self) -> list[tuple[te.Var, int]]:
+        """(var, extent) of the axes longer than 1, in order."""
+        return [(v, e) for v, e in zip(self.vars, self.extents, strict=True) if e != 1]
+
     def unflatten(self, flat: te.Expr) -> dict[te.Var, te.Expr]:
         out: dict[te.Var, te.Expr] = {}
         rest = flat
@@ -335,8 +340,7 @@ class GemmSpace(ScheduleSpace):
         f = normalize(flat)
         if f is None:
             return None
-        nvars = [(v, e) for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
-        kvars = [(v, e) for v, e in zip(p.k.vars, p.k.extents, strict=True) if e != 1]
+        nvars, kvars = p.n.nonunit, p.k.nonunit
         if not 1 <= len(nvars) <= 2 or not kvars:
             return None
         if not all(f.depends_only_linearly(v) for v, _ in nvars + kvars):
@@ -372,7 +376,7 @@ class GemmSpace(ScheduleSpace):
         p = self.pat
         bias = None
         if not (isinstance(p.init, te.Const) and float(p.init.value) == 0.0):
-            mvars = [v for v, e in zip(p.m.vars, p.m.extents, strict=True) if e != 1]
+            mvars = [v for v, _ in p.m.nonunit]
             init = p.init
             if not (isinstance(init, te.Load) and init.tensor.op is None and len(mvars) == 1
                     and len(init.indices) == 1 and init.indices[0] is mvars[0]
@@ -439,9 +443,7 @@ class GemmSpace(ScheduleSpace):
             N = self.window.size  # virtual columns
         mt, nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
         Mp, Np = mt * blk.mr, nt * blk.nr
-        peak = CORE_GHZ * FMA_UNITS * blk.lanes  # multiply-adds per second
-        eff = min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
-        compute = B * Mp * Np * K / (peak * eff)
+        compute = B * Mp * Np * K / _fma_rate(blk)
         kc = int(config["kc"])  # type: ignore[call-overload]
 
         def bw(resident_bytes: int) -> float:
@@ -496,14 +498,12 @@ class GemmSpace(ScheduleSpace):
         p, blk, w = self.pat, self.block(config), self.pixels
         assert w is not None
         M, K, B = p.m.size, p.k.size, p.batch.size
-        g, tpr, gb = _pixel_tiles(w, blk.mr)
-        tiles = math.ceil(w.rows / g) * tpr
+        tiling = PixelTiling.of(w, blk.mr)
+        tiles = tiling.tiles
         nt = math.ceil(M / blk.nr)
-        peak = CORE_GHZ * FMA_UNITS * blk.lanes
-        eff = min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
-        compute = tiles * blk.mr * nt * blk.nr * K / (peak * eff)
+        compute = tiles * blk.mr * nt * blk.nr * K / _fma_rate(blk)
         seg = min(blk.mr, w.out_row)
-        lines = g * ((seg - 1) * w.col_stride + LINE_FLOATS) / LINE_FLOATS
+        lines = tiling.g * ((seg - 1) * w.col_stride + LINE_FLOATS) / LINE_FLOATS
         # k steps closer than a line (a stem's filter width) revisit the same lines
         lines *= min(1.0, w.run_stride / LINE_FLOATS)
         traffic = tiles * nt * K * (blk.nr * 4 + lines * 64) / BW_PIXELS
@@ -532,9 +532,8 @@ class GemmSpace(ScheduleSpace):
                                 else math.ceil(p.m.size / blk.mr))
         if config["b"] == "pixels":  # the parallel loop runs over channel tiles x blocks
             assert self.pixels is not None
-            g, _, gb = _pixel_tiles(self.pixels, blk.mr)
-            tiles = p.batch.size * math.ceil(p.m.size / blk.nr) * math.ceil(
-                math.ceil(self.pixels.rows / g) / gb)
+            tiles = p.batch.size * math.ceil(p.m.size / blk.nr) * PixelTiling.of(
+                self.pixels, blk.mr).blocks
         threads = max(1, os.cpu_count() or 1)
         if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
             threads = 1
@@ -591,7 +590,7 @@ class _Builder:
         t = load.tensor
         if t.op is not None and t.op.inline or len(load.indices) < 2:
             return None
-        n_axes = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        n_axes = [v for v, _ in p.n.nonunit]
         if not n_axes:
             return None
         n_last = n_axes[-1]
@@ -680,12 +679,11 @@ class _Builder:
         self.win = s.window if self.b_mode == "window" else None
         if self.b_mode == "pixels":
             assert s.pixels is not None
-            self.pix_tiles = _pixel_tiles(s.pixels, blk.mr)
-            g, tpr, gb = self.pix_tiles
+            self.tiling = PixelTiling.of(s.pixels, blk.mr)
             if self.kc < K:  # partial tiles between calls
-                items = nb * self.mt * math.ceil(math.ceil(s.pixels.rows / g) / gb)
-                self.part = self._add("float32", (items * gb * tpr, blk.mr * blk.nr),
-                                      "scratch")
+                items = nb * self.mt * self.tiling.blocks
+                self.part = self._add("float32", (items * self.tiling.gb * self.tiling.tpr,
+                                                  blk.mr * blk.nr), "scratch")
         # Where the micro-kernels accumulate: the output itself, or a scratch whose row pitch
         # is a whole number of cache lines. N tiles of different threads then never share a
         # line: with a pitch like 196 floats, the tiles' edges share lines that the threads
@@ -783,7 +781,7 @@ class _Builder:
             kloops.append((lv, e))
             kflat = kflat + lv
         # own axes: the last one innermost over its part of the tile, the others flattened
-        axes = [(v, e) for v, e in zip(own.vars, own.extents, strict=True) if e != 1]
+        axes = own.nonunit
         for v, e in zip(own.vars, own.extents, strict=True):
             if e == 1:
                 vmap[v] = _c(0)
@@ -895,8 +893,7 @@ class _Builder:
         tap_vars = [te.Var("tap") for _ in w.taps]
         a_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
         b_buf = self.bufs[id(p.b.tensor)]
-        zero = {v: _c(0) for v in p.n.vars + p.k.vars}
-        base = te.substitute(w.flat, {**zero, **bvars})
+        base = self._window_base(w, bvars)
         tap_off: te.Expr = _c(0)
         tap_flat: te.Expr = _c(0)
         for tv, (_, e, coef) in zip(tap_vars, w.taps, strict=True):
@@ -935,6 +932,11 @@ class _Builder:
                                           _c(0), _c(V))])
         return self._fused_loop(bflat, io, p.batch.size, self.mt, kind, body)
 
+    def _window_base(self, w: Window, bvars: dict[te.Var, te.Expr]) -> te.Expr:
+        """Where a window reads for the batch `bvars` at output pixel 0 and tap 0."""
+        zero = {v: _c(0) for v in self.p.n.vars + self.p.k.vars}
+        return te.substitute(w.flat, {**zero, **bvars})
+
     def _window_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
                          mlen: te.Expr, v0: te.Expr, v1: te.Expr) -> Stmt:
         """out = epilogue(scratch + init) for rows [m0, m0+mlen) and the output pixels whose
@@ -943,7 +945,7 @@ class _Builder:
         assert w is not None
         M, N = p.m.size, p.n.size
         i, r, j = te.Var("ei"), te.Var("er"), te.Var("ej")
-        nvars = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        nvars = [v for v, _ in p.n.nonunit]
         n_vmap: dict[te.Var, te.Expr] = {v: _c(0) for v in p.n.vars}
         n_vmap[nvars[-1]] = j
         if len(nvars) == 2:
@@ -975,10 +977,9 @@ class _Builder:
         assert w is not None
         M, K, nb = p.m.size, p.k.size, p.batch.size
         P = w.rows * w.out_row
-        g, tpr, gb = self.pix_tiles  # rows per tile, tiles per row group, groups per block
-        m_full = min(blk.mr, g * w.out_row)
-        ngroups = math.ceil(w.rows / g)
-        nblk = math.ceil(ngroups / gb)
+        tiling = self.tiling
+        g, tpr, gb, m_full = tiling.g, tiling.tpr, tiling.gb, tiling.m_full
+        ngroups, nblk = tiling.groups, tiling.blocks
         nt = self.mt  # output-channel tiles
         f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
         bflat = f // (nt * nblk)
@@ -991,8 +992,7 @@ class _Builder:
         bvars = p.batch.unflatten(bflat)
         w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
         x_buf = self.bufs[id(p.b.tensor)]
-        zero = {v: _c(0) for v in p.n.vars + p.k.vars}
-        base = te.substitute(w.flat, {**zero, **bvars})
+        base = self._window_base(w, bvars)
         taps = [(e, coef) for _, e, coef in w.taps]
         taps = [(1, 0)] * (2 - len(taps)) + taps
         oh0 = (blk_i * gb + gi) * g
@@ -1061,7 +1061,7 @@ class _Builder:
         assert w is not None
         M, P = p.m.size, w.rows * w.out_row
         i, j = te.Var("ei"), te.Var("ej")
-        nvars = [v for v, e in zip(p.n.vars, p.n.extents, strict=True) if e != 1]
+        nvars = [v for v, _ in p.n.nonunit]
         n_vmap: dict[te.Var, te.Expr] = {v: _c(0) for v in p.n.vars}
         pix = pix0 + j
         if len(nvars) == 2:
@@ -1156,14 +1156,37 @@ def _clamps(e: te.Expr, t: te.Tensor) -> tuple[float | None, float | None, te.Ex
     return lo, hi, e
 
 
-def _pixel_tiles(w: Window, mr: int) -> tuple[int, int, int]:
-    """Pixel-mode tiling of the output rows: (output rows per tile, tiles per group of
-    rows, groups per block of tiles sharing one epilogue pass). Rows at least MR long are
-    cut into tiles of MR pixels; shorter rows are grouped so a tile covers whole rows."""
-    g = max(1, mr // w.out_row)
-    tpr = math.ceil(w.out_row / mr) if g == 1 else 1
-    gb = max(1, math.ceil(PIXELS_PER_BLOCK / (g * w.out_row)))
-    return g, tpr, min(gb, math.ceil(w.rows / g))
+@dataclass(frozen=True)
+class PixelTiling:
+    """Pixel mode's tiling of an image's output rows. Rows at least MR long are cut into
+    tiles of MR pixels; shorter rows are grouped so that a tile covers whole rows."""
+
+    g: int  # output rows per tile
+    tpr: int  # tiles per group of g rows
+    gb: int  # groups per block (the tiles that share one parallel iteration)
+    m_full: int  # pixels in a full tile
+    groups: int  # groups of rows in an image
+    blocks: int  # blocks in an image
+
+    @property
+    def tiles(self) -> int:
+        return self.groups * self.tpr
+
+    @staticmethod
+    def of(w: Window, mr: int) -> PixelTiling:
+        g = max(1, mr // w.out_row)
+        tpr = math.ceil(w.out_row / mr) if g == 1 else 1
+        groups = math.ceil(w.rows / g)
+        gb = min(max(1, math.ceil(PIXELS_PER_BLOCK / (g * w.out_row))), groups)
+        return PixelTiling(g, tpr, gb, min(mr, g * w.out_row), groups,
+                           math.ceil(groups / gb))
+
+
+def _fma_rate(blk: GemmBlock) -> float:
+    """Vector multiply-adds per second the micro-kernel sustains on cache-resident operands:
+    the core's peak, lowered when the block loads too much per FMA."""
+    peak = CORE_GHZ * FMA_UNITS * blk.lanes
+    return peak * min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
 
 
 def _flat_index(load: te.Load) -> te.Expr:
