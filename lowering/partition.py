@@ -12,7 +12,7 @@ the piece's range makes no-ops are dropped, so the middle piece is a contiguous 
 from __future__ import annotations
 
 from lowering import te
-from lowering.affine import normalize
+from lowering.affine import interval, normalize
 from lowering.loop_ir import BufLoad, For, Kernel, Seq, Stmt, Store
 
 # More pieces than this: leave the loop alone (conditions this fragmented are not padding).
@@ -63,21 +63,11 @@ def _bound(cond: te.Expr, v: te.Var) -> tuple[int, int] | None:
     d = _offset_of(cond.a - cond.b, v)
     if d is None:
         return None
-    coef, c = d  # cond: coef * v + c  (op)  0
-    op = cond.op
-    if coef == -1:  # -v + c op 0  <=>  v - c (flipped op) 0
-        op = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[op]
-    # v + k op 0 with k = c (coef 1) or -c (coef -1)
-    k = c if coef == 1 else -c
+    coef, c = d  # cond: coef * v + c (op) 0, i.e. v (op, flipped when coef = -1) k
+    op = cond.op if coef == 1 else {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}[cond.op]
+    k = -c * coef
     big = 1 << 62
-    return {"lt": (-big, -k), "le": (-big, -k + 1), "gt": (-k + 1, big),
-            "ge": (-k, big)}[op]
-
-
-def _conjuncts(e: te.Expr) -> list[te.Expr]:
-    if isinstance(e, te.Binary) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
+    return {"lt": (-big, k), "le": (-big, k + 1), "gt": (k + 1, big), "ge": (k, big)}[op]
 
 
 def _selects(e: te.Expr, out: list[te.Select]) -> list[te.Select]:
@@ -96,7 +86,7 @@ def _partition(loop: For) -> Stmt | None:
         return None
     bounds: dict[int, tuple[int, int]] = {}  # id(conjunct) -> range where it holds
     for sel in _selects(loop.body.value, []):
-        for c in _conjuncts(sel.cond):
+        for c in te.conjuncts(sel.cond):
             r = _bound(c, v)
             if r is not None:
                 bounds[id(c)] = r
@@ -149,22 +139,12 @@ def _fold_cond(e: te.Expr, truth: dict[int, bool]) -> te.Expr | bool:
     return e
 
 
-def _range(e: te.Expr, v: te.Var, lo: int, hi: int) -> tuple[int, int] | None:
-    """Inclusive range of `e` for v in [lo, hi), when e is +-v + const (or constant)."""
-    c = _const(e)
-    if c is not None:
-        return c, c
-    d = _offset_of(e, v)
-    if d is None:
-        return None
-    coef, k = d
-    ends = (coef * lo + k, coef * (hi - 1) + k)
-    return min(ends), max(ends)
-
-
 def _fold_clamp(e: te.Binary, v: te.Var, lo: int, hi: int) -> te.Expr:
-    """min(a, b) / max(a, b) whose answer the piece's range decides."""
-    ra, rb = _range(e.a, v, lo, hi), _range(e.b, v, lo, hi)
+    """An index min(a, b) / max(a, b) whose answer the piece's range decides."""
+    if not _is_index(e):
+        return e
+    ranges = {v: (lo, hi - 1)}
+    ra, rb = interval(e.a, ranges), interval(e.b, ranges)
     if ra is None or rb is None:
         return e
     if e.op == "min":

@@ -503,6 +503,13 @@ def expand_inline(e: Expr) -> Expr:
     return map_children(e, expand_inline)
 
 
+def conjuncts(e: Expr) -> list[Expr]:
+    """The operands of a chain of `and`s (`e` itself when it is not one)."""
+    if isinstance(e, Binary) and e.op == "and":
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]
+
+
 def mentions(e: Expr, v: Var) -> bool:
     """Whether variable `v` occurs in `e`."""
     return e is v or any(mentions(c, v) for c in children(e))

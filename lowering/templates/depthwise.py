@@ -45,12 +45,6 @@ def _c(v: int) -> te.Const:
     return te.Const(v, I64)
 
 
-def _conjuncts(e: te.Expr) -> list[te.Expr]:
-    if isinstance(e, te.Binary) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
 @dataclass
 class Axis:
     """One spatial axis: output o, tap r read source position o*stride + r*dilation + offset;
@@ -191,7 +185,7 @@ def _source(t: te.Tensor, pad: float
     if isinstance(body, te.Select):
         if not (isinstance(body.f, te.Const) and body.f.value == pad):
             return None
-        conds = _conjuncts(body.cond)
+        conds = te.conjuncts(body.cond)
         body = body.t
     if not (isinstance(body, te.Load) and body.tensor.op is None and len(body.indices) == 4):
         return None

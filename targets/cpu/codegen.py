@@ -12,6 +12,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from lowering import te
+from lowering.affine import interval
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Prefetch, Seq, Stmt, Store
 from lowering.partition import partition_kernel
 from targets.cpu import microkernels
@@ -544,36 +545,6 @@ class _FunctionEmitter:
         return r
 
 
-
-
-def interval(e: te.Expr, ranges: dict[te.Var, tuple[int, int]]) -> tuple[int, int] | None:
-    """Bounds [lo, hi] of an integer index expression over the loop variables' ranges."""
-    if isinstance(e, te.Const):
-        return (int(e.value), int(e.value))
-    if isinstance(e, te.Var):
-        return ranges.get(e)
-    if not isinstance(e, te.Binary) or e.op not in ("add", "sub", "mul", "min", "max",
-                                                      "floordiv", "mod"):
-        return None
-    a, b = interval(e.a, ranges), interval(e.b, ranges)
-    if a is None or b is None:
-        return None
-    if e.op == "add":
-        return (a[0] + b[0], a[1] + b[1])
-    if e.op == "sub":
-        return (a[0] - b[1], a[1] - b[0])
-    if e.op == "mul":
-        c = [x * y for x in a for y in b]
-        return (min(c), max(c))
-    if e.op == "min":
-        return (min(a[0], b[0]), min(a[1], b[1]))
-    if e.op == "max":
-        return (max(a[0], b[0]), max(a[1], b[1]))
-    if b[0] != b[1] or b[0] <= 0:
-        return None
-    if e.op == "floordiv":
-        return (a[0] // b[0], a[1] // b[0])
-    return (0, b[0] - 1) if a[0] < 0 or a[1] >= b[0] else a
 
 
 def _has_load(e: te.Expr) -> bool:
