@@ -32,7 +32,8 @@ def _pad_nest(width=10, before=2, after=3):
     return lower_stage(default_schedule(y, 16), bufs)
 
 
-def _innermost(s):
+def _innermost_nest(s):
+    """The innermost loop whose body is not itself a loop."""
     while isinstance(s, For) and isinstance(s.body, For):
         s = s.body
     return s
@@ -47,10 +48,7 @@ def _mentions_op(e, ops):
 
 
 def test_padding_loop_split_into_zero_copy_zero():
-    nest = partition_boundaries(_pad_nest())
-    outer = nest
-    while isinstance(outer, For) and isinstance(outer.body, For):
-        outer = outer.body
+    outer = _innermost_nest(partition_boundaries(_pad_nest()))
     pieces = outer.body if isinstance(outer, For) else outer
     assert isinstance(pieces, Seq) and len(pieces.stmts) == 3
     ranges = [(int(p.start.value), int(p.extent.value)) for p in pieces.stmts]
