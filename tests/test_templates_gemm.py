@@ -15,12 +15,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from program_runner import check_model, check_node  # noqa: E402
 
 from lowering import te  # noqa: E402
-from lowering.loop_ir import For, Seq, Store  # noqa: E402
+from lowering.loop_ir import Call, For, Seq, Store  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
 from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
-from targets.cpu.microkernels import gemm_blocks  # noqa: E402
+from targets.cpu.microkernels import CONV_PREFIX, gemm_blocks  # noqa: E402
 from targets.cpu.target import NAMED_TARGETS, host_target  # noqa: E402
 
 RNG = np.random.default_rng(1)
@@ -424,6 +424,35 @@ def test_every_pixel_schedule(n, c, h, w, k, kh, kw, pads, stride, dilation):
     ref = general_conv_ref(xv, wv, bv, pads, stride, dilation, 1)
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def _calls(stmt):
+    if isinstance(stmt, For):
+        yield from _calls(stmt.body)
+    elif isinstance(stmt, Seq):
+        for x in stmt.stmts:
+            yield from _calls(x)
+    elif isinstance(stmt, Call):
+        yield stmt.func
+
+
+@pytest.mark.parametrize("size,block,rows", [
+    (7, "14x2", {14, 7}),   # two output rows per tile; the image's last row alone
+    (13, "6x4", {6, 1}),    # rows of 13: two tiles of 6 and one of 1 per row
+    (14, "14x2", {14}),     # whole rows: no short tile
+    (5, "14x2", {10, 5}),   # rows of 5: two per tile, so full tiles hold 10
+])
+def test_pixel_mode_short_tiles_run_a_shorter_micro_kernel(size, block, rows):
+    """No rows past an image's end are computed and dropped: the last tile of a row (or of
+    the image, when a tile spans rows) calls a micro-kernel of just the rows it has."""
+    target = NAMED_TARGETS["cpu-avx512"]
+    ins, out, wv = general_conv(1, 32, size, size, 32, 1, 1)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], target)
+    kernel = space.build({**space.default_config(), "b": "pixels", "block": block,
+                          "kc": 32, "parallel": "n"}).kernel
+    nv = int(block.split("x")[1])
+    names = [c for st in kernel.stages for c in _calls(st)]
+    assert set(names) == {f"{CONV_PREFIX}{r}x{nv}v16" for r in rows}
 
 
 def test_pixel_mode_with_relu_and_residual_against_ort():

@@ -489,9 +489,9 @@ class GemmSpace(ScheduleSpace):
         return t
 
     def _pixels_cost(self, config: Config) -> float:
-        """Pixel mode: the FMA work of whole tiles (rows past a short tile's end computed and
-        dropped), against the stream it reads per k step and tile from L2 — NR weights and
-        the lines the tile's input pixels span — plus the partial tiles of tap-by-tap calls,
+        """Pixel mode: the FMA work of the tiles (a short one by a shorter micro-kernel),
+        against the stream it reads per k step and tile from L2 — NR weights and the lines
+        the tile's input pixels span — plus the partial tiles of tap-by-tap calls,
         the output's write-back and the in-place epilogue. (Tap-by-tap calls reuse a tap's
         weights from L1 across a block's tiles, but measured no faster than one call per
         tile: the model leaves that reuse out.)"""
@@ -501,7 +501,13 @@ class GemmSpace(ScheduleSpace):
         tiling = PixelTiling.of(w, blk.mr)
         tiles = tiling.tiles
         nt = math.ceil(M / blk.nr)
-        compute = tiles * blk.mr * nt * blk.nr * K / _fma_rate(blk)
+        # whole tiles of m_full rows (all MR but in images of short rows), short ones of `tail`
+        row_steps = (tiles - tiling.tails) * tiling.m_full / _fma_rate(
+            GemmBlock(tiling.m_full, blk.nv, blk.lanes))
+        if tiling.tails:
+            row_steps += tiling.tails * tiling.tail / _fma_rate(
+                GemmBlock(tiling.tail, blk.nv, blk.lanes))
+        compute = row_steps * nt * blk.nr * K
         seg = min(blk.mr, w.out_row)
         lines = tiling.g * ((seg - 1) * w.col_stride + LINE_FLOATS) / LINE_FLOATS
         # k steps closer than a line (a stem's filter width) revisit the same lines
@@ -995,44 +1001,47 @@ class _Builder:
         base = self._window_base(w, bvars)
         taps = [(e, coef) for _, e, coef in w.taps]
         taps = [(1, 0)] * (2 - len(taps)) + taps
-        oh0 = (blk_i * gb + gi) * g
-        ow0 = ti * blk.mr
-        p0 = oh0 * w.out_row + ow0
-        x_tile = base + oh0 * w.row + ow0 * w.col_stride
-        m_valid = te.minimum(_c(m_full), _c(w.out_row) - ow0) if g == 1 else \
-            te.minimum(_c(m_full), _c(P) - p0)
         groups_here = te.minimum(_c(gb), _c(ngroups) - blk_i * gb)
-        out_off = (bflat * M + jo * blk.nr) * P + p0
         w_off = jo * (K * blk.nr)
         geometry = [_c(w.out_row), _c(w.row), _c(w.col_stride), _c(w.run_stride)]
-        valid = [_c(m_full), m_valid, te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)]
+        n_valid = te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)
         fused = self.s.pixel_epilogue
         fe = fused or FusedEpilogue(None, None, None, None)  # else: _pixels_epilogue
-        finish = [
-            BufPtr(self.bufs[id(fe.bias)], jo * blk.nr) if fe.bias is not None
-            else BufPtr(self.out, _c(0)), _c(int(fe.bias is not None)),
-            _c(int(fe.lo is not None)), te.Const(fe.lo or 0.0, "float32"),
-            _c(int(fe.hi is not None)), te.Const(fe.hi or 0.0, "float32"),
-            BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
-            if fe.residual is not None else BufPtr(self.out, _c(0)),
-            _c(int(fe.residual is not None))]
-        if self.kc >= K:
-            call: Stmt = Call(conv_routine(blk), [
-                BufPtr(x_buf, simplify_index(x_tile)), *geometry,
-                _c(taps[0][0]), _c(taps[0][1]), _c(taps[1][0]), _c(taps[1][1]),
-                BufPtr(w_buf, simplify_index(w_off)), _c(blk.nr), _c(w.run_extent * blk.nr),
-                BufPtr(self.out, simplify_index(out_off)), _c(P), _c(w.run_extent), *valid,
-                BufPtr(self.out, _c(0)), _c(1), _c(1), *finish])
-            nest: Stmt = For(gi, groups_here, "serial", For(ti, _c(tpr), "serial", call))
-        else:
-            kc = min(self.kc, w.run_extent)
-            nk = math.ceil(w.run_extent / kc)
-            ntaps = taps[0][0] * taps[1][0]
-            kb, t1, t2 = te.Var("kb"), te.Var("t1"), te.Var("t2")
+        kc = min(self.kc, w.run_extent)
+        nk = math.ceil(w.run_extent / kc)
+        ntaps = taps[0][0] * taps[1][0]
+        kb, t1, t2 = te.Var("kb"), te.Var("t1"), te.Var("t2")
+
+        def call(rows: int, gi: te.Expr, ti: te.Expr) -> Stmt:
+            """The micro-kernel of `rows` rows on tile (gi, ti) of the block: every tile is
+            whole (the short last tile of a row or image has its own, shorter kernel)."""
+            oh0 = (blk_i * gb + gi) * g
+            ow0 = ti * blk.mr
+            p0 = oh0 * w.out_row + ow0
+            x_tile = base + oh0 * w.row + ow0 * w.col_stride
+            out_off = (bflat * M + jo * blk.nr) * P + p0
+            routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes))
+            valid = [_c(rows), _c(rows), n_valid]
+            finish = [
+                BufPtr(self.bufs[id(fe.bias)], jo * blk.nr) if fe.bias is not None
+                else BufPtr(self.out, _c(0)), _c(int(fe.bias is not None)),
+                _c(int(fe.lo is not None)), te.Const(fe.lo or 0.0, "float32"),
+                _c(int(fe.hi is not None)), te.Const(fe.hi or 0.0, "float32"),
+                BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
+                if fe.residual is not None else BufPtr(self.out, _c(0)),
+                _c(int(fe.residual is not None))]
+            if self.kc >= K:
+                return Call(routine, [
+                    BufPtr(x_buf, simplify_index(x_tile)), *geometry,
+                    _c(taps[0][0]), _c(taps[0][1]), _c(taps[1][0]), _c(taps[1][1]),
+                    BufPtr(w_buf, simplify_index(w_off)), _c(blk.nr),
+                    _c(w.run_extent * blk.nr),
+                    BufPtr(self.out, simplify_index(out_off)), _c(P), _c(w.run_extent), *valid,
+                    BufPtr(self.out, _c(0)), _c(1), _c(1), *finish])
             tap = t1 * taps[1][0] + t2
             c0 = kb * kc
             step = kb * ntaps + tap
-            call = Call(conv_routine(blk), [
+            return Call(routine, [
                 BufPtr(x_buf, simplify_index(x_tile + t1 * taps[0][1] + t2 * taps[1][1]
                                              + c0 * w.run_stride)), *geometry,
                 _c(1), _c(0), _c(1), _c(0),
@@ -1044,9 +1053,21 @@ class _Builder:
                                                  * (blk.mr * blk.nr))),
                 te.select(te.Binary("eq", step, _c(0)), _c(1), _c(0)),
                 te.select(te.Binary("eq", step, _c(nk * ntaps - 1)), _c(1), _c(0)), *finish])
-            nest = For(kb, _c(nk), "serial", For(t1, _c(taps[0][0]), "serial", For(
-                t2, _c(taps[1][0]), "serial", For(gi, groups_here, "serial", For(
-                    ti, _c(tpr), "serial", call)))))
+
+        tiles: Stmt
+        if not tiling.tail:
+            tiles = For(gi, groups_here, "serial", For(ti, _c(tpr), "serial",
+                                                       call(m_full, gi, ti)))
+        elif g == 1:  # each row's last tile is short
+            tiles = For(gi, groups_here, "serial", Seq([
+                For(ti, _c(tpr - 1), "serial", call(m_full, gi, ti)),
+                call(tiling.tail, gi, _c(tpr - 1))]))
+        else:  # the image's last group is short: it ends the last block
+            last = te.select(te.Binary("eq", blk_i, _c(nblk - 1)), _c(1), _c(0))
+            tiles = Seq([For(gi, groups_here - last, "serial", call(m_full, gi, _c(0))),
+                         For(ti, last, "serial", call(tiling.tail, groups_here - 1, _c(0)))])
+        nest = tiles if self.kc >= K else For(kb, _c(nk), "serial", For(
+            t1, _c(taps[0][0]), "serial", For(t2, _c(taps[1][0]), "serial", tiles)))
         body: list[Stmt] = [nest]
         if fused is None:
             body.append(self._pixels_epilogue(bvars, bflat, jo, blk_i * (gb * g * w.out_row),
@@ -1167,10 +1188,16 @@ class PixelTiling:
     m_full: int  # pixels in a full tile
     groups: int  # groups of rows in an image
     blocks: int  # blocks in an image
+    tail: int  # pixels in the short last tile of each row (g == 1) or of the image; 0: none
 
     @property
     def tiles(self) -> int:
         return self.groups * self.tpr
+
+    @property
+    def tails(self) -> int:
+        """Short tiles in an image (each computed by a micro-kernel of `tail` rows)."""
+        return 0 if not self.tail else self.groups if self.g == 1 else 1
 
     @staticmethod
     def of(w: Window, mr: int) -> PixelTiling:
@@ -1178,8 +1205,13 @@ class PixelTiling:
         tpr = math.ceil(w.out_row / mr) if g == 1 else 1
         groups = math.ceil(w.rows / g)
         gb = min(max(1, math.ceil(PIXELS_PER_BLOCK / (g * w.out_row))), groups)
-        return PixelTiling(g, tpr, gb, min(mr, g * w.out_row), groups,
-                           math.ceil(groups / gb))
+        m_full = min(mr, g * w.out_row)
+        if g == 1:
+            tail = w.out_row - (tpr - 1) * mr
+            tail = tail if tail < m_full else 0
+        else:  # 7x7 with 14 rows: the last tile holds one output row of seven pixels
+            tail = w.rows % g * w.out_row
+        return PixelTiling(g, tpr, gb, m_full, groups, math.ceil(groups / gb), tail)
 
 
 def _fma_rate(blk: GemmBlock) -> float:
