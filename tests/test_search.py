@@ -23,6 +23,7 @@ from lowering.default_schedule import default_schedule
 from lowering.loop_ir import format_kernel
 from lowering.lower import lower_kernel
 from lowering.search.anneal import (
+    all_configs,
     anneal,
     choose_by_model,
     config_key,
@@ -331,3 +332,51 @@ def test_measurer_times_each_distinct_kernel_once():
     assert first[0] is first[1] is first[2]
     other = m.measure([same[1], {**base, "kc": 576}])
     assert other[0] is first[0] and other[1] is not first[0]
+
+
+@pytest.mark.parametrize("c,h,k,kh,pads", [
+    (64, 10, 32, 3, (1, 1, 1, 1)),   # K = 576 = 9 taps x a 64-channel run
+    (150, 5, 33, 3, (1, 1, 1, 1)),   # a run of 150 channels: K blocks below and above it
+    (96, 7, 48, 1, (0, 0, 0, 0)),    # 1x1: the run is all of K
+])
+def test_canonical_configs_are_exactly_the_configs_that_build_one_kernel(c, h, k, kh, pads):
+    import numpy as np
+
+    from lowering.loop_ir import format_kernel
+    from lowering.ops import OPS, OpContext
+    from lowering.templates.gemm import GemmTemplate
+
+    x = te.placeholder((1, c, h, h), "float32", "x")
+    w = te.placeholder((k, c, kh, kh), "float32", "w")
+    wv = np.random.default_rng(0).standard_normal((k, c, kh, kh)).astype(np.float32)
+    oh = h + pads[0] + pads[2] - kh + 1
+    ctx = OpContext(node="n", op_type="Conv", attrs={"pads": list(pads)}, inputs=[x, w],
+                    consts=[None, wv], out_shapes=[(1, k, oh, oh)], out_dtypes=["float32"])
+    space = GemmTemplate.match([x, w], OPS["Conv"](ctx), [None, wv], host_target())
+    by_kernel: dict[str, set[str]] = {}
+    by_canonical: dict[str, set[str]] = {}
+    for cfg in all_configs(space.knobs):
+        key = config_key(cfg)
+        by_kernel.setdefault(format_kernel(space.build(cfg).kernel), set()).add(key)
+        by_canonical.setdefault(config_key(space.canonical(cfg)), set()).add(key)
+    assert sorted(map(sorted, by_kernel.values())) == sorted(map(sorted, by_canonical.values()))
+    assert len(by_canonical) < space_size(space.knobs)  # pixel mode has duplicates to fold
+
+
+def test_anneal_measures_each_canonical_class_once() -> None:
+    space = _Synthetic({"x0": 5, "x1": 6, "x2": 1, "x3": 7}, options=4)
+
+    def canonical(c: Config) -> Config:  # x3 does not matter
+        return {**c, "x3": 0}
+
+    seen: list[str] = []
+
+    def evaluate(configs: list[Config]) -> list[float]:
+        seen.extend(config_key(canonical(c)) for c in configs)
+        return [space.true_time(canonical(c)) for c in configs]
+
+    result = anneal(space.knobs, evaluate, space.cost, [space.default_config()],
+                    budget_s=1e9, rng=random.Random(0), canonical=canonical)
+    assert len(seen) == len(set(seen)) == len(result.measured)  # no class twice
+    assert len(seen) > 4 ** 2  # and it went on through the classes (64 of them)
+    assert canonical(result.best) == {"x0": 3, "x1": 3, "x2": 1, "x3": 0}

@@ -104,9 +104,15 @@ def anneal(
     max_evals: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
     on_round: Callable[[AnnealResult], None] | None = None,
+    canonical: Callable[[Config], Config] | None = None,
 ) -> AnnealResult:
     """Simulated annealing from `starts` until `budget_s` seconds (of `clock`) or `max_evals`
-    measurements are spent or every configuration is measured."""
+    measurements are spent or every configuration is measured. `canonical` maps a
+    configuration to the representative of those that build the same kernel (see
+    ScheduleSpace.canonical): each class is measured once and counts as one point."""
+    def key_of(c: Config) -> str:
+        return config_key(canonical(c) if canonical else c)
+
     t0 = clock()
     total = space_size(knobs)
     measured: dict[str, float] = {}
@@ -119,7 +125,7 @@ def anneal(
         return used
 
     def run(configs: list[Config]) -> list[float]:
-        fresh = {config_key(c): c for c in configs if config_key(c) not in measured}
+        fresh = {key_of(c): c for c in configs if key_of(c) not in measured}
         if max_evals is not None:
             fresh = dict(list(fresh.items())[: max(0, max_evals - len(measured))])
         if fresh:
@@ -130,7 +136,7 @@ def anneal(
             result.rounds += 1
             if on_round:
                 on_round(result)
-        return [measured.get(config_key(c), math.inf) for c in configs]
+        return [measured.get(key_of(c), math.inf) for c in configs]
 
     chains = [dict(c) for c in starts]
     values = run(chains)
@@ -139,10 +145,10 @@ def anneal(
     while spent() < 1.0 and len(measured) < total:
         proposals: list[list[Config]] = []
         for i, cur in enumerate(chains):
-            fresh = [c for c in neighbours(cur, knobs) if config_key(c) not in measured]
+            fresh = [c for c in neighbours(cur, knobs) if key_of(c) not in measured]
             if not fresh:  # a local optimum fully explored: restart at an unmeasured point
                 fresh = [c for c in (random_config(knobs, rng) for _ in range(32))
-                         if config_key(c) not in measured][:1]
+                         if key_of(c) not in measured][:1]
                 if fresh:
                     chains[i], values[i] = fresh[0], math.inf
             fresh.sort(key=model)
@@ -155,8 +161,8 @@ def anneal(
         for i, props in enumerate(proposals):
             if not props:
                 continue
-            cand = min(props, key=lambda c: measured.get(config_key(c), math.inf))
-            v = measured.get(config_key(cand), math.inf)
+            cand = min(props, key=lambda c: measured.get(key_of(c), math.inf))
+            v = measured.get(key_of(cand), math.inf)
             if not math.isfinite(v):
                 continue
             cur = values[i]

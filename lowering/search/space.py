@@ -60,6 +60,11 @@ class ScheduleSpace(ABC):
     def cost(self, config: Config) -> float:
         """Estimated run time in seconds on one core (the cost model)."""
 
+    def canonical(self, config: Config) -> Config:
+        """A representative of the configurations that build the same kernel as `config`:
+        the search measures each such class once. The identity unless a space knows better."""
+        return config
+
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
         """Estimated run time on the bundle's threads: the one-core time (`one_core`, e.g.
         measured; else the cost model) times the modelled speedup of the kernel's parallel

@@ -158,9 +158,9 @@ class Tuner:
         rng = random.Random(self.seed)
         starts = [default, choose_by_model(space, self.seed)]
         starts += [random_config(space.knobs, rng) for _ in range(2)]
-        unique = list({config_key(c): c for c in starts}.values())
+        unique = list({config_key(space.canonical(c)): c for c in starts}.values())
         result = anneal(space.knobs, evaluate, space.threaded_cost, unique, budget_s=share,
-                        rng=rng, on_round=report)
+                        rng=rng, on_round=report, canonical=space.canonical)
         if not math.isfinite(result.seconds):
             return  # nothing ran: the cost model decides this kernel
         self.chosen[key] = result.best

@@ -425,6 +425,20 @@ class GemmSpace(ScheduleSpace):
         p = self.pat
         return 2.0 * p.batch.size * p.m.size * p.n.size * p.k.size
 
+    def canonical(self, config: Config) -> Config:
+        """Window and pixel modes reduce over one tap's channel run at a time, so every K
+        block at or past the run builds the same kernel (in pixel mode, every one at or past
+        K the one-call-per-tile kernel); pixel mode has no loop order to choose either (its
+        one parallel loop runs over channel tiles and pixel blocks)."""
+        kc = int(config["kc"])  # type: ignore[call-overload]
+        if config["b"] == "window" and self.window is not None:
+            return {**config, "kc": min(kc, self.window.run_extent)}
+        if config["b"] == "pixels" and self.pixels is not None:
+            K = self.pat.k.size
+            return {**config, "parallel": "n",
+                    "kc": K if kc >= K else min(kc, self.pixels.run_extent)}
+        return config
+
     # cost model ---------------------------------------------------------------------------
     def cost(self, config: Config) -> float:
         """Seconds on one core: the larger of the padded FMA work (at a rate set by the
@@ -644,13 +658,14 @@ class _Builder:
         s, p, blk = self.s, self.p, self.blk
         M, N, K = p.m.size, p.n.size, p.k.size
         self.mt, self.nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
+        # pixel mode: output-channel tiles of NR (its vectors hold channels, its rows pixels)
+        self.ct = math.ceil(M / blk.nr)
         for i, t in enumerate(s.inputs):
             shape = t.shape
             if self.a_mode == "const" and i == s.a_const and self.b_mode == "pixels":
                 assert s.pixels is not None
-                self.mt = math.ceil(M / blk.nr)
-                shape = (self.mt, K, blk.nr)
-                self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.mt,
+                shape = (self.ct, K, blk.nr)
+                self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.ct,
                                                         s.pixels.k_group)
             elif self.a_mode == "const" and i == s.a_const:
                 shape = (self.mt, K, blk.mr)
@@ -687,7 +702,7 @@ class _Builder:
             assert s.pixels is not None
             self.tiling = PixelTiling.of(s.pixels, blk.mr)
             if self.kc < K:  # partial tiles between calls
-                items = nb * self.mt * self.tiling.blocks
+                items = nb * self.ct * self.tiling.blocks
                 self.part = self._add("float32", (items * self.tiling.gb * self.tiling.tpr,
                                                   blk.mr * blk.nr), "scratch")
         # Where the micro-kernels accumulate: the output itself, or a scratch whose row pitch
@@ -699,7 +714,8 @@ class _Builder:
             self.nt = math.ceil(self.win.size / blk.nr)
             self.ld = _round_up(self.win.size, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
-        elif N % LINE_FLOATS and self.cfg["parallel"] == "n" and self.nt > 1:
+        elif (N % LINE_FLOATS and self.cfg["parallel"] == "n" and self.nt > 1
+              and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
             self.ld = _round_up(N, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
@@ -986,7 +1002,7 @@ class _Builder:
         tiling = self.tiling
         g, tpr, gb, m_full = tiling.g, tiling.tpr, tiling.gb, tiling.m_full
         ngroups, nblk = tiling.groups, tiling.blocks
-        nt = self.mt  # output-channel tiles
+        nt = self.ct
         f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
         bflat = f // (nt * nblk)
         if M * K * 4 <= PIXELS_CHANNELS_INNER_MAX_WEIGHTS:
