@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from lowering import te
+from lowering.affine import simplify_index
 
 LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll")
 
@@ -107,6 +109,46 @@ class Kernel:
 
 
 Names = dict[int, str] | None  # id(Var) -> printed name, for canonical (deduplication) text
+
+
+def map_exprs(s: Stmt, f: Callable[[te.Expr], te.Expr]) -> Stmt:
+    """`s` rebuilt with `f` applied to every expression it holds (loop bounds, indices,
+    values, call arguments)."""
+    if isinstance(s, For):
+        return replace(s, extent=f(s.extent), start=f(s.start), body=map_exprs(s.body, f))
+    if isinstance(s, Seq):
+        return Seq([map_exprs(x, f) for x in s.stmts])
+    if isinstance(s, Store):
+        return Store(s.buf, f(s.index), f(s.value))
+    if isinstance(s, Call):
+        return Call(s.func, [BufPtr(a.buf, f(a.offset)) if isinstance(a, BufPtr) else f(a)
+                             for a in s.args])
+    if isinstance(s, Prefetch):
+        return Prefetch(s.buf, f(s.index))
+    raise TypeError(f"unexpected statement {s!r}")
+
+
+def bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:
+    """`s` with variables substituted."""
+    return map_exprs(s, lambda e: te.substitute(e, vmap))
+
+
+def simplify_loads(e: te.Expr) -> te.Expr:
+    """`e` with the (affine) index of every buffer load folded."""
+    if isinstance(e, BufLoad):
+        return BufLoad(e.buf, simplify_index(e.index))
+    return te.map_children(e, simplify_loads)
+
+
+def simplify_indices(s: Stmt) -> Stmt:
+    """`s` with every store and load index folded (see affine.simplify_index)."""
+    if isinstance(s, Store):
+        return Store(s.buf, simplify_index(s.index), simplify_loads(s.value))
+    if isinstance(s, For):
+        return replace(s, body=simplify_indices(s.body))
+    if isinstance(s, Seq):
+        return Seq([simplify_indices(x) for x in s.stmts])
+    return map_exprs(s, simplify_loads)
 
 
 def format_expr(e: te.Expr, names: Names = None) -> str:

@@ -126,6 +126,44 @@ def test_row_kernel_is_one_pass_over_rows():
     assert all(b.size <= shape[0] for b in kernel.buffers if b.role == "scratch")
 
 
+def _loops(stmt, out):
+    if isinstance(stmt, For):
+        out.append((stmt.var.name, stmt.extent, stmt.kind))
+        _loops(stmt.body, out)
+    elif isinstance(stmt, Seq):
+        for x in stmt.stmts:
+            _loops(x, out)
+    return out
+
+
+def test_rows_of_several_dims_run_as_one_column_loop():
+    """GlobalAveragePool over 7x7: one vectorised loop of 49 columns, not 7 loops of 7."""
+    x = rand(1, 40, 7, 7)
+    phs, outs = lowered("GlobalAveragePool", [x], {}, [(1, 40, 1, 1)])
+    space = select.space_for(phs, outs, [None], host_target())
+    assert space.kind == "rows"
+    for cfg in all_configs(space):
+        kernel = space.build(cfg, "k").kernel
+        vec = [(n, e) for n, e, kind in _loops(kernel.stages[0], []) if kind == "vectorize"]
+        assert [e.value for _, e in vec] == [49], cfg
+        (got,) = run_kernel(kernel, [x])
+        np.testing.assert_allclose(got, x.mean((2, 3), keepdims=True), rtol=1e-5, err_msg=str(cfg))
+    check_node("GlobalAveragePool", [x])
+
+
+def test_rows_keep_their_dims_where_one_loop_would_divide():
+    """LayerNormalization over (5, 7) with a scale that broadcasts along the 5: the mean and
+    variance run as one loop of 35, the output stage, whose scale index would be a remainder
+    of that loop, keeps its two column loops."""
+    x, scale, bias = rand(2, 3, 5, 7), rand(7), rand(7)
+    phs, outs = lowered("LayerNormalization", [x, scale, bias], {"axis": 2}, [x.shape])
+    space = select.space_for(phs, outs, [None] * 3, host_target())
+    kernel = space.build(space.default_config(), "k").kernel
+    vec = [e.value for _, e, kind in _loops(kernel.stages[0], []) if kind == "vectorize"]
+    assert sorted(vec) == [7, 35, 35]
+    check_node("LayerNormalization", [x, scale, bias], consts={1, 2}, axis=2)
+
+
 @pytest.mark.parametrize("op,attrs,shape", [
     ("Softmax", {"axis": 1}, (4, 37, 5)),  # reduces a middle axis: strided rows
     ("ReduceSum", {"keepdims": 0}, (40, 9)),  # over axis 0
@@ -226,3 +264,20 @@ def test_depthwise_reads_input_without_conditions():
     text = format_kernel(kernel)
     assert "select(" not in text and "vectorize" in text
     assert not _stores_with_select(kernel.stages[0])
+
+
+@pytest.mark.parametrize("cols,kept", [(49, True), (128, False)])
+def test_short_row_reductions_stay_loops_for_the_vectorizer(cols, kept):
+    """LLVM fully unrolls a 49-column reduction before its loop vectorizer sees it, leaving it
+    scalar (then gathers across rows): such short reductions carry llvm.loop.unroll.disable."""
+    from targets.cpu.codegen import ModuleBuilder
+    from targets.cpu.target import NAMED_TARGETS
+
+    x = rand(3, cols)
+    phs, outs = lowered("ReduceMean", [x, np.array([-1], np.int64)], {"keepdims": 1},
+                        [(3, 1)], consts=[None, np.array([-1], np.int64)])
+    space = select.space_for(phs[:1], outs, [None], NAMED_TARGETS["cpu-avx512"])
+    assert space.kind == "rows"
+    mb = ModuleBuilder(NAMED_TARGETS["cpu-avx512"])
+    mb.add_kernel(space.build(space.default_config(), "k").kernel)
+    assert ("llvm.loop.unroll.disable" in mb.text()) == kept

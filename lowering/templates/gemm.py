@@ -41,7 +41,19 @@ import numpy as np
 from lowering import te
 from lowering.affine import evaluate, normalize, simplify_index
 from lowering.default_schedule import default_schedule
-from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
+from lowering.loop_ir import (
+    Buffer,
+    BufLoad,
+    BufPtr,
+    Call,
+    For,
+    Kernel,
+    Seq,
+    Stmt,
+    Store,
+    bind,
+    simplify_loads,
+)
 from lowering.lower import _Converter, lower_stage, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from targets.cpu.microkernels import GemmBlock, conv_routine, gemm_blocks
@@ -825,7 +837,7 @@ class _Builder:
             lo = te.maximum(_c(0), t0 - of * last_e)
             hi = te.minimum(_c(last_e), t0 + valid - of * last_e)
             wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
-        value = _simplify_loads(_Converter(self.bufs, self._inline)(te.substitute(load, vmap)))
+        value = simplify_loads(_Converter(self.bufs, self._inline)(te.substitute(load, vmap)))
         panel = (bvar * self.mt_or_nt(which) + tile) * K
         dst = simplify_index((panel + kflat) * r + dst_r)
         body: Stmt = For(inner, hi, "vectorize", Store(buf, dst, value), start=lo)
@@ -1120,9 +1132,9 @@ class _Builder:
         """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
         if nb == 1:
             return For(t, _c(nt), kind if nt > 1 else "serial",
-                       _bind(body, {bflat: _c(0)}))
+                       bind(body, {bflat: _c(0)}))
         f = te.Var("bt")
-        return For(f, _c(nb * nt), kind, _bind(body, {bflat: f // nt, t: f % nt}))
+        return For(f, _c(nb * nt), kind, bind(body, {bflat: f // nt, t: f % nt}))
 
     def _epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
                   mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:
@@ -1150,7 +1162,7 @@ class _Builder:
         has_init = not (isinstance(init, te.Const) and float(init.value) == 0.0)
         conv = _Converter(self.bufs)
         if has_init:
-            acc = acc + _simplify_loads(conv(te.substitute(init, {
+            acc = acc + simplify_loads(conv(te.substitute(init, {
                 ax.var: vmap[ax.var] for ax in p.product.op.axes})))  # type: ignore[union-attr]
         if p.epilogue is None:
             return acc if has_init or self.acc is not self.out else None
@@ -1160,7 +1172,7 @@ class _Builder:
         # the epilogue's axes correspond one to one to the product's (same shape)
         axes = {ea.var: vmap[pa.var] for ea, pa in zip(
             e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
-        return _simplify_loads(conv(te.substitute(body, axes)))
+        return simplify_loads(conv(te.substitute(body, axes)))
 
 
 @dataclass
@@ -1260,24 +1272,3 @@ def _replace_loads(e: te.Expr, t: te.Tensor, by: te.Expr) -> te.Expr:
     return te.map_children(e, lambda c: _replace_loads(c, t, by))
 
 
-def _simplify_loads(e: te.Expr) -> te.Expr:
-    """Fold the flattened indices of every buffer load."""
-    if isinstance(e, BufLoad):
-        return BufLoad(e.buf, simplify_index(e.index))
-    return te.map_children(e, _simplify_loads)
-
-
-def _bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:
-    """Substitute variables in a statement tree."""
-    if isinstance(s, For):
-        return For(s.var, te.substitute(s.extent, vmap), s.kind, _bind(s.body, vmap),
-                   te.substitute(s.start, vmap))
-    if isinstance(s, Seq):
-        return Seq([_bind(x, vmap) for x in s.stmts])
-    if isinstance(s, Store):
-        return Store(s.buf, te.substitute(s.index, vmap), te.substitute(s.value, vmap))
-    if isinstance(s, Call):
-        return Call(s.func, [BufPtr(a.buf, te.substitute(a.offset, vmap))
-                             if isinstance(a, BufPtr) else te.substitute(a, vmap)
-                             for a in s.args])
-    raise TypeError(f"unexpected statement {s!r}")

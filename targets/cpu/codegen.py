@@ -29,6 +29,8 @@ LLTYPE = {
 }
 MEMTYPE = {**LLTYPE, "bool": "i8"}
 SIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
+# Reductions over rows shorter than this many vectors are kept loops (see _FunctionEmitter.stmt).
+SHORT_ROW_VECTORS = 4
 _FBIN = {"add": "fadd contract", "sub": "fsub contract", "mul": "fmul contract",
          "div": "fdiv contract"}
 _IBIN = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
@@ -193,7 +195,12 @@ class _FunctionEmitter:
             lo, hi = interval(s.start, self.ranges), interval(s.extent, self.ranges)
             if lo is not None and hi is not None:
                 self.ranges[s.var] = (lo[0], hi[1] - 1)
-            self.loop(s.var, start, extent, s.kind, s.body, s.interleave)
+            # a reduction over a short row (49 columns of a 7x7 image) stays a loop for the
+            # vectorizer: LLVM would otherwise unroll it fully first and leave it scalar
+            lanes = self.mod.target.vector_lanes_f32
+            short = (s.interleave > 0 and isinstance(s.extent, te.Const)
+                     and int(s.extent.value) < SHORT_ROW_VECTORS * lanes)
+            self.loop(s.var, start, extent, s.kind, s.body, s.interleave, short)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, Call):
@@ -227,7 +234,7 @@ class _FunctionEmitter:
         self.line(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)")  # read, keep, data
 
     def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt,
-             interleave: int = 0) -> None:
+             interleave: int = 0, keep: bool = False) -> None:
         head, body_l, latch, exit_l = (self.label(x) for x in ("L", "B", "C", "X"))
         pre = self.block
         self.line(f"br label %{head}")
@@ -247,16 +254,19 @@ class _FunctionEmitter:
         self.line(f"br label %{latch}")
         self.start_block(latch)
         self.line(f"{nxt} = add nuw nsw i64 {iv}, 1")
-        md = self._loop_md(kind, interleave)
+        md = self._loop_md(kind, interleave, keep)
         self.line(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
         self.start_block(exit_l)
 
-    def _loop_md(self, kind: str, interleave: int = 0) -> str:
+    def _loop_md(self, kind: str, interleave: int = 0, keep: bool = False) -> str:
         if kind == "vectorize":
             hint = self.mod.md('!"llvm.loop.vectorize.enable", i1 true')
             if interleave:
                 count = self.mod.md(f'!"llvm.loop.interleave.count", i32 {interleave}')
                 hint = f"{hint}, {count}"
+            if keep:
+                no_unroll = self.mod.md('!"llvm.loop.unroll.disable"')
+                hint = f"{hint}, {no_unroll}"
         elif kind == "unroll":
             hint = self.mod.md('!"llvm.loop.unroll.enable"')
         else:
