@@ -56,7 +56,7 @@ from lowering.loop_ir import (
 )
 from lowering.lower import _Converter, lower_stage, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
-from targets.cpu.microkernels import GemmBlock, conv_routine, gemm_blocks
+from targets.cpu.microkernels import LINE_FLOATS, GemmBlock, conv_routine, gemm_blocks
 
 I64 = "int64"
 # Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
@@ -76,7 +76,6 @@ EFF_MAX = 0.92  # fraction of peak the micro-kernel reaches on L1-resident opera
 EFF_INTENSITY = 1.75  # FMAs per loaded value below which the loads limit the micro-kernel
 STALL = 0.25  # fraction of operand traffic that out-of-order execution does not hide
 BW_WINDOW = 27e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
-LINE_FLOATS = 16  # floats per 64-byte cache line
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
 
