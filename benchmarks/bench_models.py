@@ -7,10 +7,12 @@ warm-up; before each block it waits until the other engine's worker threads stop
 (timing.interleave and quiesce; spin_study.py and RESULTS.md say why).
 Reports medians, the ratio aotc/onnxruntime (< 1: aotc is faster) and the geometric mean of the
 ratios per thread count, and each model's compile time (`optimize`, without tuning) and `make`
-time. aotc's outputs are checked against onnxruntime's before timing.
+time. aotc's outputs are checked against onnxruntime's before timing. `--tuning-log FILE`
+compiles with the schedules a tuning run recorded (`aotc optimize MODEL -o DIR --tune SECONDS
+--tuning-log FILE`), to compare tuned bundles.
 
     python benchmarks/bench_models.py [--big] [--models mlp resnet50] [--runs 50]
-                                      [--threads 1 2] [--markdown]
+                                      [--threads 1 2] [--tuning-log FILE] [--markdown]
 
 `--big` adds ResNet-50, MobileNetV2 and the BERT-base-sized encoder (run make_big_models.py first).
 """
@@ -45,7 +47,7 @@ from timing import (  # noqa: E402
     settle_by_name,
 )
 
-from aotc.driver import optimize_model  # noqa: E402
+from aotc.driver import make_tuner, optimize_model  # noqa: E402
 from aotc.package.build import build_bundle  # noqa: E402
 from aotc.package.loaded import LoadedBundle  # noqa: E402
 
@@ -120,6 +122,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, os.cpu_count() or 1])
     ap.add_argument("--clock", choices=list(CLOCKS), default="wall",
                     help="thread: CPU time of the calling thread (1 thread only; shared machines)")
+    ap.add_argument("--tuning-log", type=Path, default=None,
+                    help="compile with the schedules of this tuning log (written by `aotc "
+                         "optimize --tune`; kernels it lacks keep the cost model's choice)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     if args.clock == "thread" and args.threads != [1]:
@@ -131,7 +136,8 @@ def main() -> None:
         bundles = {}
         for name, path in paths.items():
             t0 = time.perf_counter()
-            optimize_model(path, Path(tmp) / name, input_shapes=[])
+            tuner = make_tuner(0.0, args.tuning_log) if args.tuning_log else None
+            optimize_model(path, Path(tmp) / name, input_shapes=[], tuner=tuner)
             t1 = time.perf_counter()
             build_bundle(Path(tmp) / name, target="shared")
             compile_rows.append((name, f"{t1 - t0:.2f}", f"{time.perf_counter() - t1:.2f}"))

@@ -49,6 +49,20 @@ def test_bench_models_one_sample_model() -> None:
     assert float(compile_row["aotc optimize s"]) > 0
 
 
+def test_bench_models_compiles_with_a_tuning_log(tmp_path: Path) -> None:
+    """--tuning-log: the bundles take the schedules a tuning run recorded."""
+    log = tmp_path / "tuning.jsonl"
+    tuned = subprocess.run([sys.executable, "-m", "aotc", "optimize", "models/mlp.onnx", "-o",
+                            str(tmp_path / "b"), "--tune", "1", "--tuning-log", str(log)],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert tuned.returncode == 0, tuned.stderr
+    assert log.read_text().strip()
+    rows = _run("bench_models.py", "--models", "mlp", "--runs", "3", "--threads", "1",
+                "--tuning-log", str(log))
+    mlp = next(r for r in rows if r.get("model") == "mlp" and "threads" in r)
+    assert mlp["check"] == "ok" and float(mlp["aotc median ms"]) > 0
+
+
 def test_peak_measures_vector_fmas() -> None:
     from peak import measure_peak
 
