@@ -85,8 +85,16 @@ def gemm_call(loops: Sequence[Loop], blk: GemmBlock, out: Buffer, out_index: te.
             _base(b.buf, b.index, loops), i64[2],
             _base(out, out_index, loops), i64[3],
             k.extent_expr(), m.extent_expr(), n.extent_expr(), accumulate,
+            *_no_epilogue(out),
         ])
     raise ScheduleError("tensorize: no GEMM role assignment fits: " + " | ".join(reasons))
+
+
+def _no_epilogue(out: Buffer) -> list[BufPtr | te.Expr]:
+    """The micro-kernel's epilogue arguments, all off (the pointers are never read)."""
+    zero, none = te.Const(0, I64), BufPtr(out, te.Const(0, I64))
+    return [zero, none, zero, zero, te.Const(0.0, "float32"), zero, te.Const(0.0, "float32"),
+            none, zero]
 
 
 def _mentions(e: te.Expr, v: te.Var) -> bool:

@@ -297,6 +297,57 @@ def test_conv_with_relu_and_residual_against_ort():
     check_model(model, [rand(1, 32, 14, 14)])
 
 
+@pytest.mark.parametrize("c,h,k,kh,act", [
+    (24, 9, 40, 1, "Relu"),   # 1x1: direct and pack modes; 40 channels: a short last M tile
+    (150, 6, 33, 1, "Clip"),  # K blocks below K = 150: the epilogue on the last one only
+    (16, 8, 20, 3, "Relu"),   # 3x3: pack mode (window mode keeps its own pass)
+])
+def test_gemm_kernel_fuses_bias_residual_and_clamps_in_every_schedule(c, h, k, kh, act):
+    """clamp(conv + bias + residual) is applied by the GEMM micro-kernel to the finished tile
+    in registers (rows being output channels) wherever the tile is stored into the output,
+    and every direct/pack schedule agrees with numpy."""
+    pads = (kh // 2,) * 4
+    ins, conv, wv = general_conv(1, c, h, h, k, kh, kh, pads)
+    res = te.placeholder(conv.shape, "float32", "res")
+    lo, hi = (0.0, None) if act == "Relu" else (-0.5, 1.5)
+
+    def clamped(*i):  # one output stage, as the fusion pass hands Add + Relu/Clip over
+        e = conv[i] + res[i]
+        for bound, cmp in ((lo, "lt"), (hi, "gt")):
+            if bound is not None:
+                c = te.Const(bound, "float32")
+                e = te.select(te.Binary(cmp, e, c), c, e)
+        return e
+
+    y = te.compute(conv.shape, clamped, "epilogue")
+    inputs = [*ins, res]
+    space = GemmTemplate.match(inputs, [y], [None, wv, None, None], host_target())
+    fe = space.fused_epilogue
+    assert fe is not None and fe.bias is ins[2] and fe.residual is res
+    knobs = {kb.name: kb.options for kb in space.knobs}
+    configs = [{**space.default_config(), "block": blk, "kc": kc, "b": b, "parallel": par}
+               for blk in ("14x2", "6x4") for kc in knobs["kc"] for par in ("m", "n")
+               for b in ("direct", "pack") if b in knobs["b"]]
+    xv, bv, rv = rand(1, c, h, h), rand(k), rand(*conv.shape)
+    ref = np.clip(general_conv_ref(xv, wv, bv, pads, 1, 1, 1) + rv, lo, hi if hi else np.inf)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv, rv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+        if cfg["parallel"] == "m":  # (N order on these widths accumulates in a line-pitched
+            kernel = space.build(cfg).kernel  # scratch, and the epilogue copies it out)
+            out_buf = next(b for b in kernel.buffers if b.role == "output")
+            assert not any(_stores_to(st, out_buf) for st in kernel.stages), cfg
+
+
+def _stores_to(stmt, buf) -> bool:
+    if isinstance(stmt, Store):
+        return stmt.buf is buf
+    if isinstance(stmt, For):
+        return _stores_to(stmt.body, buf)
+    if isinstance(stmt, Seq):
+        return any(_stores_to(x, buf) for x in stmt.stmts)
+    return False
+
+
 def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps():
     """A stride-2 window reads each input element ~2 times: when it has no taps along the row
     (k x 1), its padding copy is folded into the im2col packing (no scratch for it). With taps
@@ -498,7 +549,7 @@ def test_pixel_mode_with_relu_and_residual_against_ort():
     y = te.compute(out.shape, lambda *i: te.select(te.lt(out[i] + res[i], 0.0), 0.0,
                                                    out[i] + res[i]), "add_relu")
     space = GemmTemplate.match([*ins, res], [y], [None, wv, None, None], host_target())
-    fused = space.pixel_epilogue
+    fused = space.fused_epilogue
     assert fused is not None and fused.residual is res and (fused.lo, fused.hi) == (0.0, None)
     xv, bv, rv = rand(1, 32, 14, 14), rand(32), rand(1, 32, 14, 14)
     want = np.maximum(general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 1, 1, 1) + rv, 0)
@@ -550,7 +601,7 @@ def test_pixel_mode_fuses_bias_and_clamps_into_the_micro_kernel(act, bias):
     # the space the compiler sees for the fused node, and the bounds it found
     ins, out, wv = general_conv(1, 24, 9, 9, 40, 3, 3, (1, 1, 1, 1))
     space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
-    assert space.pixel_epilogue is not None and space.pixel_epilogue.bias is ins[2]
+    assert space.fused_epilogue is not None and space.fused_epilogue.bias is ins[2]
     kernel = space.build({**space.default_config(), "b": "pixels"}).kernel
     out_buf = next(b for b in kernel.buffers if b.role == "output")
 
@@ -572,7 +623,7 @@ def test_pixel_mode_epilogue_that_is_not_fused_runs_in_place():
     ins, out, wv = general_conv(1, 20, 11, 11, 36, 3, 3, (1, 1, 1, 1), stride=2)
     y = te.compute(out.shape, lambda *i: te.Unary("tanh", out[i]), "tanh")
     space = GemmTemplate.match(ins, [y], [None, wv, None], host_target())
-    assert space.pixel_epilogue is None
+    assert space.fused_epilogue is None
     xv, bv = rand(1, 20, 11, 11), rand(36)
     want = np.tanh(general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 2, 1, 1))
     configs = [{**space.default_config(), "b": "pixels", "kc": kc, "block": blk}

@@ -296,7 +296,7 @@ class GemmSpace(ScheduleSpace):
             self.b_const is None else None
         if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
-        self.pixel_epilogue = self._clamped_bias()
+        self.fused_epilogue = self._clamped_bias()
         K = pat.k.size
         self.knobs = [
             Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
@@ -382,8 +382,8 @@ class GemmSpace(ScheduleSpace):
     def _clamped_bias(self) -> FusedEpilogue | None:
         """The epilogue as clamp(acc + bias[output channel] + residual, lo, hi), each part
         optional (a bare convolution, bias, ReLU, Clip, a ResNet block's Add + ReLU): the
-        convolution micro-kernel applies it to a finished tile in registers. None for
-        anything else."""
+        micro-kernels apply it to a finished tile in registers (the convolution kernel's
+        columns, the GEMM kernel's rows being output channels). None for anything else."""
         p = self.pat
         bias = None
         if not (isinstance(p.init, te.Const) and float(p.init.value) == 0.0):
@@ -475,15 +475,17 @@ class GemmSpace(ScheduleSpace):
             return BW_L1 if resident_bytes <= L1 else BW_L2 if resident_bytes <= L2 else BW_MEM
 
         a_bytes, b_bytes = Mp * K * 4, K * Np * 4
+        # an epilogue the micro-kernel does not apply to the tile in registers re-reads the
+        # output: an M x NR panel ("n") or an MR x N one ("m")
+        in_place = not self._fuses_epilogue(config)
         if config["parallel"] == "n":
             # jo > kb > io: a B micro-panel stays resident across the io loop; an A block is
-            # reused only by the next N panel, after the whole of A went through the cache;
-            # the epilogue re-reads an M x NR output panel
+            # reused only by the next N panel, after the whole of A went through the cache
             traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
-            traffic += Mp * Np * 8 / bw(Mp * blk.nr * 4)
+            traffic += in_place * Mp * Np * 8 / bw(Mp * blk.nr * 4)
         else:
             traffic = mt * b_bytes / bw(b_bytes) + nt * a_bytes / bw(kc * blk.mr * 4)
-            traffic += Mp * Np * 8 / bw(blk.mr * Np * 4)
+            traffic += in_place * Mp * Np * 8 / bw(blk.mr * Np * 4)
         traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
         t = B * (max(compute, traffic) + STALL * traffic)
         if config["b"] == "pack":
@@ -512,6 +514,14 @@ class GemmSpace(ScheduleSpace):
         elif kc < K:  # partial results written and re-read per K block
             t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
         return t
+
+    def _fuses_epilogue(self, config: Config) -> bool:
+        """Whether the GEMM micro-kernel applies the epilogue to finished tiles (see _Builder:
+        not in window mode, nor when tiles accumulate in a line-pitched scratch)."""
+        if self.fused_epilogue is None or config["b"] == "window":
+            return False
+        return not _accumulates_line_pitched(self.pat.n.size, self.block(config).nr,
+                                             str(config["parallel"]))
 
     def _pixels_cost(self, config: Config) -> float:
         """Pixel mode: the FMA work of the tiles (a short one by a shorter micro-kernel),
@@ -548,9 +558,9 @@ class GemmSpace(ScheduleSpace):
         # epilogue's pass
         out_bytes = M * w.rows * w.out_row * 4
         t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
-        if self.pixel_epilogue is None:  # not fused into the micro-kernel: a pass in place
+        if self.fused_epilogue is None:  # not fused into the micro-kernel: a pass in place
             t += out_bytes * 2 / BW_L2
-        elif self.pixel_epilogue.residual is not None:  # read next to the stores
+        elif self.fused_epilogue.residual is not None:  # read next to the stores
             t += out_bytes / (BW_L2 if out_bytes <= L2 else BW_MEM)
         return B * t
 
@@ -573,6 +583,12 @@ class GemmSpace(ScheduleSpace):
     # build ------------------------------------------------------------------------------------
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
         return _Builder(self, config, name).build()
+
+
+def _accumulates_line_pitched(n: int, nr: int, parallel: str) -> bool:
+    """Whether N tiles run on different threads ("n" order, several) on a row pitch that is
+    not a whole number of cache lines: they then accumulate in a line-pitched scratch."""
+    return bool(n % LINE_FLOATS) and parallel == "n" and math.ceil(n / nr) > 1
 
 
 def _set_conflicts(stride: int, rows: int) -> bool:
@@ -725,7 +741,7 @@ class _Builder:
             self.nt = math.ceil(self.win.size / blk.nr)
             self.ld = _round_up(self.win.size, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
-        elif (N % LINE_FLOATS and self.cfg["parallel"] == "n" and self.nt > 1
+        elif (_accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]))
               and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
             self.ld = _round_up(N, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
@@ -863,6 +879,11 @@ class _Builder:
         io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")
         stages: list[Stmt] = []
 
+        # the epilogue in the micro-kernel's last call on a tile, when the tile is stored
+        # straight into the output (not into a line-pitched accumulator)
+        fused = self.s.fused_epilogue if self.acc is self.out else None
+        nk = math.ceil(K / self.kc)
+
         def tile_call(io_: te.Expr, jo_: te.Expr, k0: te.Expr, klen: te.Expr,
                       acc: te.Expr) -> Stmt:
             a_ptr, a_rs, a_ks = self._operand_ptr("a", bvars, io_, k0, bflat)
@@ -870,14 +891,16 @@ class _Builder:
             c_off = (bflat * M + io_ * blk.mr) * self.ld + jo_ * blk.nr
             m_valid = te.minimum(_c(blk.mr), _c(M) - io_ * blk.mr)
             n_valid = te.minimum(_c(blk.nr), _c(N) - jo_ * blk.nr)
+            last = _c(1) if nk == 1 else te.select(te.Binary("eq", kb, _c(nk - 1)), _c(1), _c(0))
             return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
-                                      _c(self.ld), klen, m_valid, n_valid, acc])
+                                      _c(self.ld), klen, m_valid, n_valid, acc,
+                                      last if fused else _c(0),
+                                      *self._fused_args(fused, io_ * blk.mr, c_off)])
 
         def k_blocks(body_of) -> Stmt:
             """body_of(k0, klen, accumulate) over the K blocks."""
             if self.kc >= K:
                 return body_of(_c(0), _c(K), _c(0))
-            nk = math.ceil(K / self.kc)
             k0 = kb * self.kc
             return For(kb, _c(nk), "serial",
                        body_of(k0, te.minimum(_c(self.kc), _c(K) - k0), te.minimum(kb, _c(1))))
@@ -903,15 +926,17 @@ class _Builder:
                 body.append(self._pack_stage("b", bflat, bvars, jo))
             body.append(k_blocks(lambda k0, kl, acc: For(
                 io, _c(self.mt), "serial", tile_call(io, jo, k0, kl, acc))))
-            body.append(self._epilogue(bvars, bflat, _c(0), _c(M), jo * blk.nr,
-                                       te.minimum(_c(blk.nr), _c(N) - jo * blk.nr)))
+            if fused is None:
+                body.append(self._epilogue(bvars, bflat, _c(0), _c(M), jo * blk.nr,
+                                           te.minimum(_c(blk.nr), _c(N) - jo * blk.nr)))
             stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
         else:
             body = [k_blocks(lambda k0, kl, acc: For(
                 jo, _c(self.nt), "serial", tile_call(io, jo, k0, kl, acc)))]
-            body.append(self._epilogue(bvars, bflat, io * blk.mr,
-                                       te.minimum(_c(blk.mr), _c(M) - io * blk.mr), _c(0),
-                                       _c(N)))
+            if fused is None:
+                body.append(self._epilogue(bvars, bflat, io * blk.mr,
+                                           te.minimum(_c(blk.mr), _c(M) - io * blk.mr),
+                                           _c(0), _c(N)))
             stages.append(self._fused_loop(bflat, io, nb, self.mt, outer_kind, Seq(body)))
         return stages
 
@@ -947,7 +972,7 @@ class _Builder:
                 te.minimum(_c(kc), _c(w.run_extent) - c0),
                 te.minimum(_c(blk.mr), _c(M) - io * blk.mr),
                 te.minimum(_c(blk.nr), _c(V) - jo * blk.nr),
-                te.minimum(kb + tap_flat, _c(1))])
+                te.minimum(kb + tap_flat, _c(1)), _c(0), *self._fused_args(None, _c(0), _c(0))])
 
         def over_k(body: Stmt) -> Stmt:
             for tv, (_, e, _) in reversed(list(zip(tap_vars, w.taps, strict=True))):
@@ -1032,8 +1057,7 @@ class _Builder:
         w_off = jo * (K * blk.nr)
         geometry = [_c(w.out_row), _c(w.row), _c(w.col_stride), _c(w.run_stride)]
         n_valid = te.minimum(_c(blk.nr), _c(M) - jo * blk.nr)
-        fused = self.s.pixel_epilogue
-        fe = fused or FusedEpilogue(None, None, None, None)  # else: _pixels_epilogue
+        fused = self.s.fused_epilogue  # else: _pixels_epilogue
         kc = min(self.kc, w.run_extent)
         nk = math.ceil(w.run_extent / kc)
         ntaps = taps[0][0] * taps[1][0]
@@ -1049,14 +1073,7 @@ class _Builder:
             out_off = (bflat * M + jo * blk.nr) * P + p0
             routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes))
             valid = [_c(rows), _c(rows), n_valid]
-            finish = [
-                BufPtr(self.bufs[id(fe.bias)], jo * blk.nr) if fe.bias is not None
-                else BufPtr(self.out, _c(0)), _c(int(fe.bias is not None)),
-                _c(int(fe.lo is not None)), te.Const(fe.lo or 0.0, "float32"),
-                _c(int(fe.hi is not None)), te.Const(fe.hi or 0.0, "float32"),
-                BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
-                if fe.residual is not None else BufPtr(self.out, _c(0)),
-                _c(int(fe.residual is not None))]
+            finish = self._fused_args(fused, jo * blk.nr, out_off)
             if self.kc >= K:
                 return Call(routine, [
                     BufPtr(x_buf, simplify_index(x_tile)), *geometry,
@@ -1100,6 +1117,21 @@ class _Builder:
             body.append(self._pixels_epilogue(bvars, bflat, jo, blk_i * (gb * g * w.out_row),
                                               gb * g * w.out_row))
         return For(f, _c(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
+
+    def _fused_args(self, fe: FusedEpilogue | None, channel: te.Expr,
+                    out_off: te.Expr) -> list[BufPtr | te.Expr]:
+        """The micro-kernels' epilogue arguments: bias (at output channel `channel`), its
+        flag, the clamps, the residual (at the tile's output offset `out_off`) and its flag;
+        all off for None (pointers then name the output, never read)."""
+        fe = fe or FusedEpilogue(None, None, None, None)
+        none = BufPtr(self.out, _c(0))
+        return [BufPtr(self.bufs[id(fe.bias)], channel) if fe.bias is not None else none,
+                _c(int(fe.bias is not None)),
+                _c(int(fe.lo is not None)), te.Const(fe.lo or 0.0, "float32"),
+                _c(int(fe.hi is not None)), te.Const(fe.hi or 0.0, "float32"),
+                BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
+                if fe.residual is not None else none,
+                _c(int(fe.residual is not None))]
 
     def _pixels_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, jo: te.Expr,
                          pix0: te.Expr, pixels: int) -> Stmt:

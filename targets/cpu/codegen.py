@@ -190,16 +190,20 @@ class _FunctionEmitter:
             for x in s.stmts:
                 self.stmt(x)
         elif isinstance(s, For):
-            start = self.expr(s.start)
-            extent = self.expr(s.extent)
             lo, hi = interval(s.start, self.ranges), interval(s.extent, self.ranges)
+            # a bound that the enclosing loops' ranges pin to one value is emitted as that
+            # constant: min(32, 3136 - 32*jo) over jo < 98 is 32, and a constant trip count
+            # lets LLVM vectorise the loop without a remainder and runtime checks
+            start = str(lo[0]) if lo is not None and lo[0] == lo[1] else self.expr(s.start)
+            extent = str(hi[0]) if hi is not None and hi[0] == hi[1] else self.expr(s.extent)
             if lo is not None and hi is not None:
                 self.ranges[s.var] = (lo[0], hi[1] - 1)
-            # a reduction over a short row (49 columns of a 7x7 image) stays a loop for the
-            # vectorizer: LLVM would otherwise unroll it fully first and leave it scalar
+            # a short vectorised loop (49 columns of a 7x7 image, a 32-column tile) stays a
+            # loop for the vectorizer: LLVM would otherwise unroll it fully first and then
+            # vectorise across the enclosing loop with gathers, or not at all
             lanes = self.mod.target.vector_lanes_f32
-            short = (s.interleave > 0 and isinstance(s.extent, te.Const)
-                     and int(s.extent.value) < SHORT_ROW_VECTORS * lanes)
+            short = (s.kind == "vectorize" and hi is not None and hi[0] == hi[1]
+                     and hi[0] < SHORT_ROW_VECTORS * lanes)
             self.loop(s.var, start, extent, s.kind, s.body, s.interleave, short)
         elif isinstance(s, Store):
             self.store(s)

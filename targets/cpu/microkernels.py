@@ -191,7 +191,9 @@ class _GemmWriter:
         decls = self.declarations()
         head = (f"define internal void @{b.routine}(ptr %a, i64 %a_rs, i64 %a_ks, ptr %b, "
                 "i64 %b_ks, ptr %c, i64 %ldc, i64 %k, i64 %m_valid, i64 %n_valid, "
-                "i64 %accumulate) alwaysinline nounwind")
+                "i64 %accumulate, i64 %finish, ptr %bias, i64 %has_bias, i64 %has_lo, "
+                "float %lo, i64 %has_hi, float %hi, ptr %res, i64 %has_res) "
+                "alwaysinline nounwind")
         self.label("entry")
         self.emit(f"%pf_off = mul i64 %b_ks, {PREFETCH_ROWS}")
         last = self.t()
@@ -239,16 +241,106 @@ class _GemmWriter:
         res_tail = self._k_loop("tail", init, masks=masks)
         self.label("store")
         res = self._phis(res_full, "full.exit", res_tail, "tail.exit")
+        res, residual = self._fused_epilogue(res, masks)
         for r in range(b.mr):
             rv = self.t()
             self.emit(f"{rv} = icmp slt i64 {r}, %m_valid")
             for v in range(b.nv):
                 m = self.t()
                 self.emit(f"{m} = select i1 {rv}, {mt} {masks[v]}, {mt} zeroinitializer")
-                self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {res[r][v]}, ptr align 4 "
+                y = residual(r, v, m)
+                self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {y}, ptr align 4 "
                           f"{cptr[r][v]}, {mt} {m})")
         self.emit("ret void")
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
+
+    def _fused_epilogue(self, res: list[list[str]], masks: list[str]):
+        """On the call that finishes the reduction (%finish): + bias[row] (rows are output
+        channels), then per stored vector + the residual (laid out like C, read under the
+        store's mask) and the clamps. Returns the tile and the per-vector finisher."""
+        b, vt, mt = self.b, self.vt, self.mt
+        L = b.lanes
+        self.emit("%fin = icmp ne i64 %finish, 0")
+        for name in ("bias", "res", "lo", "hi"):
+            on = self.t()
+            self.emit(f"{on} = icmp ne i64 %has_{name}, 0")
+            self.emit(f"%f{name} = and i1 %fin, {on}")
+        last = self.t()
+        self.emit(f"{last} = sub i64 %m_valid, 1")
+
+        def load_bias() -> list[str]:  # one splat per row; rows past m_valid repeat the last
+            out = []
+            for r in range(b.mr):
+                rr, p, x = self.t(), self.t(), self.t()
+                self.emit(f"{rr} = call i64 @llvm.smin.i64(i64 {r}, i64 {last})")
+                self.emit(f"{p} = getelementptr float, ptr %bias, i64 {rr}")
+                self.emit(f"{x} = load float, ptr {p}, align 4")
+                out.append(self.splat(x))
+            return out
+
+        bias = self._load_or_zero("bias", "%fbias", load_bias)
+        out = [[""] * b.nv for _ in range(b.mr)]
+        for r in range(b.mr):
+            for v in range(b.nv):
+                a, x = self.t(), self.t()
+                self.emit(f"{a} = fadd {vt} {res[r][v]}, {bias[r]}")
+                self.emit(f"{x} = select i1 %fbias, {vt} {a}, {vt} {res[r][v]}")
+                out[r][v] = x
+        bounds = [(cmp, self.splat(f"%{name}"), f"%f{name}")
+                  for name, cmp in (("lo", "olt"), ("hi", "ogt"))]
+
+        def finish(r: int, v: int, mask: str) -> str:
+            off, rp, rq, rm, a, x = (self.t() for _ in range(6))
+            self.emit(f"{off} = mul i64 %ldc, {r}")
+            self.emit(f"{rp} = getelementptr float, ptr %res, i64 {off}")
+            self.emit(f"{rq} = getelementptr float, ptr {rp}, i64 {v * L}")
+            self.emit(f"{rm} = select i1 %fres, {mt} {mask}, {mt} zeroinitializer")
+            y = self.masked_load(rq, rm)
+            self.emit(f"{a} = fadd {vt} {out[r][v]}, {y}")
+            self.emit(f"{x} = select i1 %fres, {vt} {a}, {vt} {out[r][v]}")
+            return self._clamp(x, bounds)
+
+        return out, finish
+
+    def _bounds(self) -> list[tuple[str, str, str]]:
+        """(comparison, splat bound, flag) for lo and hi."""
+        out = []
+        for name, cmp in (("lo", "olt"), ("hi", "ogt")):
+            s = self.splat(f"%{name}")
+            flag = self.t()
+            self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
+            out.append((cmp, s, flag))
+        return out
+
+    def _clamp(self, x: str, bounds: list[tuple[str, str, str]]) -> str:
+        """lo where x < lo (has_lo), then hi where x > hi (has_hi): ReLU and Clip, NaN
+        passing through as in the element-wise operators."""
+        vt, L = self.vt, self.b.lanes
+        for cmp, s, flag in bounds:
+            c, c2, y = self.t(), self.t(), self.t()
+            self.emit(f"{c} = fcmp {cmp} {vt} {x}, {s}")
+            self.emit(f"{c2} = select i1 {flag}, <{L} x i1> {c}, <{L} x i1> zeroinitializer")
+            self.emit(f"{y} = select <{L} x i1> {c2}, {vt} {s}, {vt} {x}")
+            x = y
+        return x
+
+    def _load_or_zero(self, tag: str, cond: str, load) -> list[str]:
+        """Vectors that `load()` emits when `cond` holds, zeros otherwise (a branch, so
+        nothing is read when it does not)."""
+        self.emit(f"br i1 {cond}, label %{tag}.load, label %{tag}.none")
+        self.label(f"{tag}.load")
+        loaded = load()
+        self.emit(f"br label %{tag}.done")
+        self.label(f"{tag}.none")
+        self.emit(f"br label %{tag}.done")
+        self.label(f"{tag}.done")
+        out = []
+        for x in loaded:
+            y = self.t()
+            self.emit(f"{y} = phi {self.vt} [ {x}, %{tag}.load ], "
+                      f"[ zeroinitializer, %{tag}.none ]")
+            out.append(y)
+        return out
 
     def _fma_step(self, kk: str, bk: str, rows: list[str], masks: list[str] | None,
                   acc: list[list[str]], name, prefetch_a: bool) -> list[list[str]]:
@@ -503,46 +595,6 @@ class _ConvWriter(_GemmWriter):
                 self.emit(f"{a} = fadd {vt} {res[r * b.nv + v]}, {bias[v]}")
                 self.emit(f"{x} = select i1 %fb, {vt} {a}, {vt} {res[r * b.nv + v]}")
                 out.append(x)
-        return out
-
-    def _bounds(self) -> list[tuple[str, str, str]]:
-        """(comparison, splat bound, flag) for lo and hi."""
-        out = []
-        for name, cmp in (("lo", "olt"), ("hi", "ogt")):
-            s = self.splat(f"%{name}")
-            flag = self.t()
-            self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
-            out.append((cmp, s, flag))
-        return out
-
-    def _clamp(self, x: str, bounds: list[tuple[str, str, str]]) -> str:
-        """lo where x < lo (has_lo), then hi where x > hi (has_hi): ReLU and Clip, NaN
-        passing through as in the element-wise operators."""
-        vt, L = self.vt, self.b.lanes
-        for cmp, s, flag in bounds:
-            c, c2, y = self.t(), self.t(), self.t()
-            self.emit(f"{c} = fcmp {cmp} {vt} {x}, {s}")
-            self.emit(f"{c2} = select i1 {flag}, <{L} x i1> {c}, <{L} x i1> zeroinitializer")
-            self.emit(f"{y} = select <{L} x i1> {c2}, {vt} {s}, {vt} {x}")
-            x = y
-        return x
-
-    def _load_or_zero(self, tag: str, cond: str, load) -> list[str]:
-        """Vectors that `load()` emits when `cond` holds, zeros otherwise (a branch, so
-        nothing is read when it does not)."""
-        self.emit(f"br i1 {cond}, label %{tag}.load, label %{tag}.none")
-        self.label(f"{tag}.load")
-        loaded = load()
-        self.emit(f"br label %{tag}.done")
-        self.label(f"{tag}.none")
-        self.emit(f"br label %{tag}.done")
-        self.label(f"{tag}.done")
-        out = []
-        for x in loaded:
-            y = self.t()
-            self.emit(f"{y} = phi {self.vt} [ {x}, %{tag}.load ], "
-                      f"[ zeroinitializer, %{tag}.none ]")
-            out.append(y)
         return out
 
     def _rows(self, rows: str) -> list[str]:
