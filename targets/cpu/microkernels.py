@@ -258,7 +258,7 @@ class _GemmWriter:
         """On the call that finishes the reduction (%finish): + bias[row] (rows are output
         channels), then per stored vector + the residual (laid out like C, read under the
         store's mask) and the clamps. Returns the tile and the per-vector finisher."""
-        b, vt, mt = self.b, self.vt, self.mt
+        b, vt = self.b, self.vt
         L = b.lanes
         self.emit("%fin = icmp ne i64 %finish, 0")
         for name in ("bias", "res", "lo", "hi"):
@@ -286,31 +286,40 @@ class _GemmWriter:
                 self.emit(f"{a} = fadd {vt} {res[r][v]}, {bias[r]}")
                 self.emit(f"{x} = select i1 %fbias, {vt} {a}, {vt} {res[r][v]}")
                 out[r][v] = x
-        bounds = [(cmp, self.splat(f"%{name}"), f"%f{name}")
-                  for name, cmp in (("lo", "olt"), ("hi", "ogt"))]
+        bounds = self._bounds({"lo": "%flo", "hi": "%fhi"})
 
         def finish(r: int, v: int, mask: str) -> str:
-            off, rp, rq, rm, a, x = (self.t() for _ in range(6))
+            off, rp, rq = self.t(), self.t(), self.t()
             self.emit(f"{off} = mul i64 %ldc, {r}")
             self.emit(f"{rp} = getelementptr float, ptr %res, i64 {off}")
             self.emit(f"{rq} = getelementptr float, ptr {rp}, i64 {v * L}")
-            self.emit(f"{rm} = select i1 %fres, {mt} {mask}, {mt} zeroinitializer")
-            y = self.masked_load(rq, rm)
-            self.emit(f"{a} = fadd {vt} {out[r][v]}, {y}")
-            self.emit(f"{x} = select i1 %fres, {vt} {a}, {vt} {out[r][v]}")
-            return self._clamp(x, bounds)
+            return self._clamp(self._add_residual(out[r][v], rq, mask, "%fres"), bounds)
 
         return out, finish
 
-    def _bounds(self) -> list[tuple[str, str, str]]:
-        """(comparison, splat bound, flag) for lo and hi."""
+    def _bounds(self, flags: dict[str, str] | None = None) -> list[tuple[str, str, str]]:
+        """(comparison, splat bound, i1 flag) for lo and hi; the flags are %has_lo/%has_hi
+        unless given."""
         out = []
         for name, cmp in (("lo", "olt"), ("hi", "ogt")):
             s = self.splat(f"%{name}")
-            flag = self.t()
-            self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
+            if flags is None:
+                flag = self.t()
+                self.emit(f"{flag} = icmp ne i64 %has_{name}, 0")
+            else:
+                flag = flags[name]
             out.append((cmp, s, flag))
         return out
+
+    def _add_residual(self, x: str, ptr: str, mask: str, flag: str) -> str:
+        """x + the residual vector at ptr (read under `mask`, not at all without `flag`)."""
+        mt, vt = self.mt, self.vt
+        rm, a, y = self.t(), self.t(), self.t()
+        self.emit(f"{rm} = select i1 {flag}, {mt} {mask}, {mt} zeroinitializer")
+        r = self.masked_load(ptr, rm)
+        self.emit(f"{a} = fadd {vt} {x}, {r}")
+        self.emit(f"{y} = select i1 {flag}, {vt} {a}, {vt} {x}")
+        return y
 
     def _clamp(self, x: str, bounds: list[tuple[str, str, str]]) -> str:
         """lo where x < lo (has_lo), then hi where x > hi (has_hi): ReLU and Clip, NaN
@@ -560,14 +569,10 @@ class _ConvWriter(_GemmWriter):
                     q = self.t()
                     self.emit(f"{q} = getelementptr float, ptr {p}, i64 {rc}")
                     # the residual: read under the store's mask, none at all without one
-                    rp, rq, rm, a, x = (self.t() for _ in range(5))
+                    rp, rq = self.t(), self.t()
                     self.emit(f"{rp} = getelementptr float, ptr %res, i64 {off}")
                     self.emit(f"{rq} = getelementptr float, ptr {rp}, i64 {rc}")
-                    self.emit(f"{rm} = select i1 %fr, {mt} {m}, {mt} zeroinitializer")
-                    r = self.masked_load(rq, rm)
-                    self.emit(f"{a} = fadd {vt} {cols[e]}, {r}")
-                    self.emit(f"{x} = select i1 %fr, {vt} {a}, {vt} {cols[e]}")
-                    y = self._clamp(x, bounds)
+                    y = self._clamp(self._add_residual(cols[e], rq, m, "%fr"), bounds)
                     self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {y}, "
                               f"ptr align 4 {q}, {mt} {m})")
         self.emit("ret void")
