@@ -134,9 +134,9 @@ def main() -> None:
     rows, compile_rows = [], []
     with tempfile.TemporaryDirectory(prefix="aotc_bench_models_") as tmp:
         bundles = {}
+        tuner = make_tuner(0.0, args.tuning_log) if args.tuning_log else None  # read once
         for name, path in paths.items():
             t0 = time.perf_counter()
-            tuner = make_tuner(0.0, args.tuning_log) if args.tuning_log else None
             optimize_model(path, Path(tmp) / name, input_shapes=[], tuner=tuner)
             t1 = time.perf_counter()
             build_bundle(Path(tmp) / name, target="shared")

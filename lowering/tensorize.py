@@ -85,16 +85,26 @@ def gemm_call(loops: Sequence[Loop], blk: GemmBlock, out: Buffer, out_index: te.
             _base(b.buf, b.index, loops), i64[2],
             _base(out, out_index, loops), i64[3],
             k.extent_expr(), m.extent_expr(), n.extent_expr(), accumulate,
-            *_no_epilogue(out),
+            te.Const(0, I64), *epilogue_args(out),
         ])
     raise ScheduleError("tensorize: no GEMM role assignment fits: " + " | ".join(reasons))
 
 
-def _no_epilogue(out: Buffer) -> list[BufPtr | te.Expr]:
-    """The micro-kernel's epilogue arguments, all off (the pointers are never read)."""
-    zero, none = te.Const(0, I64), BufPtr(out, te.Const(0, I64))
-    return [zero, none, zero, zero, te.Const(0.0, "float32"), zero, te.Const(0.0, "float32"),
-            none, zero]
+def epilogue_args(out: Buffer, bias: BufPtr | None = None, lo: float | None = None,
+                  hi: float | None = None, residual: BufPtr | None = None
+                  ) -> list[BufPtr | te.Expr]:
+    """The micro-kernels' epilogue arguments (EPILOGUE_PARAMS): the bias pointer and its
+    flag, the clamps, the residual pointer and its flag; absent parts are off (their
+    pointers then name `out`, never read)."""
+    none = BufPtr(out, te.Const(0, I64))
+
+    def flag(on: bool) -> te.Const:
+        return te.Const(int(on), I64)
+
+    return [bias or none, flag(bias is not None),
+            flag(lo is not None), te.Const(lo or 0.0, "float32"),
+            flag(hi is not None), te.Const(hi or 0.0, "float32"),
+            residual or none, flag(residual is not None)]
 
 
 def _mentions(e: te.Expr, v: te.Var) -> bool:

@@ -56,6 +56,7 @@ from lowering.loop_ir import (
 )
 from lowering.lower import _Converter, lower_stage, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
+from lowering.tensorize import epilogue_args
 from targets.cpu.microkernels import LINE_FLOATS, GemmBlock, conv_routine, gemm_blocks
 
 I64 = "int64"
@@ -1123,15 +1124,14 @@ class _Builder:
         """The micro-kernels' epilogue arguments: bias (at output channel `channel`), its
         flag, the clamps, the residual (at the tile's output offset `out_off`) and its flag;
         all off for None (pointers then name the output, never read)."""
-        fe = fe or FusedEpilogue(None, None, None, None)
-        none = BufPtr(self.out, _c(0))
-        return [BufPtr(self.bufs[id(fe.bias)], channel) if fe.bias is not None else none,
-                _c(int(fe.bias is not None)),
-                _c(int(fe.lo is not None)), te.Const(fe.lo or 0.0, "float32"),
-                _c(int(fe.hi is not None)), te.Const(fe.hi or 0.0, "float32"),
-                BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
-                if fe.residual is not None else none,
-                _c(int(fe.residual is not None))]
+        if fe is None:
+            return epilogue_args(self.out)
+        return epilogue_args(
+            self.out,
+            BufPtr(self.bufs[id(fe.bias)], channel) if fe.bias is not None else None,
+            fe.lo, fe.hi,
+            BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
+            if fe.residual is not None else None)
 
     def _pixels_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, jo: te.Expr,
                          pix0: te.Expr, pixels: int) -> Stmt:

@@ -117,6 +117,12 @@ def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     return _ConvWriter(blk).text() if conv is not None else _GemmWriter(blk).text()
 
 
+# The fused epilogue's parameters, shared by both micro-kernels (the template passes them
+# through GemmSpace._fused_args, the tensorize primitive through tensorize.epilogue_args).
+EPILOGUE_PARAMS = ("ptr %bias, i64 %has_bias, i64 %has_lo, float %lo, i64 %has_hi, float %hi, "
+                   "ptr %res, i64 %has_res")
+
+
 class _GemmWriter:
     def __init__(self, blk: GemmBlock) -> None:
         self.b = blk
@@ -191,18 +197,17 @@ class _GemmWriter:
         decls = self.declarations()
         head = (f"define internal void @{b.routine}(ptr %a, i64 %a_rs, i64 %a_ks, ptr %b, "
                 "i64 %b_ks, ptr %c, i64 %ldc, i64 %k, i64 %m_valid, i64 %n_valid, "
-                "i64 %accumulate, i64 %finish, ptr %bias, i64 %has_bias, i64 %has_lo, "
-                "float %lo, i64 %has_hi, float %hi, ptr %res, i64 %has_res) "
-                "alwaysinline nounwind")
+                f"i64 %accumulate, i64 %finish, {EPILOGUE_PARAMS}) alwaysinline nounwind")
         self.label("entry")
         self.emit(f"%pf_off = mul i64 %b_ks, {PREFETCH_ROWS}")
         last = self.t()
         self.emit(f"{last} = sub i64 %m_valid, 1")
         # row pointers (rows past m_valid alias the last valid row)
-        arow, crow = [], []
+        arow, crow, self.row_index = [], [], []
         for r in range(b.mr):
             rr = self.t()
             self.emit(f"{rr} = call i64 @llvm.smin.i64(i64 {r}, i64 {last})")
+            self.row_index.append(rr)
             ao, co = self.t(), self.t()
             self.emit(f"{ao} = mul i64 {rr}, %a_rs")
             self.emit(f"{co} = mul i64 {rr}, %ldc")
@@ -265,14 +270,11 @@ class _GemmWriter:
             on = self.t()
             self.emit(f"{on} = icmp ne i64 %has_{name}, 0")
             self.emit(f"%f{name} = and i1 %fin, {on}")
-        last = self.t()
-        self.emit(f"{last} = sub i64 %m_valid, 1")
 
         def load_bias() -> list[str]:  # one splat per row; rows past m_valid repeat the last
             out = []
-            for r in range(b.mr):
-                rr, p, x = self.t(), self.t(), self.t()
-                self.emit(f"{rr} = call i64 @llvm.smin.i64(i64 {r}, i64 {last})")
+            for rr in self.row_index:
+                p, x = self.t(), self.t()
                 self.emit(f"{p} = getelementptr float, ptr %bias, i64 {rr}")
                 self.emit(f"{x} = load float, ptr {p}, align 4")
                 out.append(self.splat(x))
@@ -485,8 +487,7 @@ class _ConvWriter(_GemmWriter):
                 "i64 %a_rp, i64 %a_rs, i64 %a_ks, "
                 "i64 %t1, i64 %s1, i64 %t2, i64 %s2, ptr %b, i64 %b_ks, i64 %b_ts, ptr %c, "
                 "i64 %ldc, i64 %k, i64 %m_full, i64 %m_valid, i64 %n_valid, ptr %acc, i64 %first, "
-                "i64 %last, ptr %bias, i64 %has_bias, i64 %has_lo, float %lo, i64 %has_hi, "
-                "float %hi, ptr %res, i64 %has_res) alwaysinline nounwind")
+                f"i64 %last, {EPILOGUE_PARAMS}) alwaysinline nounwind")
         self.label("entry")
         self.emit(f"%pf_off = mul i64 %a_ks, {PREFETCH_ROWS}")
         self.emit(f"%pfb_off = mul i64 %b_ks, {PREFETCH_WEIGHT_STEPS}")
