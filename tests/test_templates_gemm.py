@@ -158,6 +158,23 @@ def test_cost_model_choices_for_network_layers():
     assert (best["a"], best["kc"], best["parallel"]) == ("direct", 1024, "n")
 
 
+def test_cost_model_packs_small_k_pointwise_layers_with_large_outputs_in_m_order():
+    """A 1x1 convolution whose output outgrows L2 and whose K is small is bound by writing the
+    output: the model packs its input and runs M tiles outermost, so that the loop writes a few
+    whole rows at a time (MobileNetV2's 16->96 at 112x112: 0.63x of the in-place N-outer
+    schedule in a one-layer bundle). With a large input (ResNet-50's 256->128 at 56x56) the
+    packed input would be re-read from memory per M tile, and it stays in place."""
+    ins, out, wv = general_conv(1, 16, 112, 112, 96, 1, 1)
+    cfg = GemmTemplate.match(ins, [out], [None, wv, None], host_target()).default_config()
+    assert (cfg["b"], cfg["parallel"]) == ("pack", "m")
+    ins, out, wv = general_conv(1, 256, 56, 56, 128, 1, 1)
+    cfg = GemmTemplate.match(ins, [out], [None, wv, None], host_target()).default_config()
+    assert cfg["b"] == "direct"
+    ins, out, wv = general_conv(1, 16, 28, 28, 96, 1, 1)  # the output fits L2: no write-back term
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    cfg = space.default_config()
+    assert space._write_back(cfg, 1) == 0.0
+
 # every configuration of a space computes the same result -------------------------------------
 
 def run_all(space: GemmSpace, configs, arrays):

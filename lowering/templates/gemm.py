@@ -76,6 +76,9 @@ BW_L1, BW_L2, BW_MEM = 180e9, 143e9, 13.5e9
 EFF_MAX = 0.92  # fraction of peak the micro-kernel reaches on L1-resident operands
 EFF_INTENSITY = 1.75  # FMAs per loaded value below which the loads limit the micro-kernel
 STALL = 0.25  # fraction of operand traffic that out-of-order execution does not hide
+# write-back of an output larger than L2, from a loop over few / many page streams (fitted
+# to one-layer bundles, see GemmSpace._write_back)
+BW_OUT_STREAMED, BW_OUT_SCATTERED, PREFETCH_STREAMS = 24e9, 6e9, 16
 BW_WINDOW = 27e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
@@ -488,6 +491,7 @@ class GemmSpace(ScheduleSpace):
             traffic = mt * b_bytes / bw(b_bytes) + nt * a_bytes / bw(kc * blk.mr * 4)
             traffic += in_place * Mp * Np * 8 / bw(blk.mr * Np * 4)
         traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
+        traffic += self._write_back(config, nt)
         t = B * (max(compute, traffic) + STALL * traffic)
         if config["b"] == "pack":
             # im2col copies output-row runs: a vector copy plus a fixed cost per run
@@ -515,6 +519,28 @@ class GemmSpace(ScheduleSpace):
         elif kc < K:  # partial results written and re-read per K block
             t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
         return t
+
+    def _write_back(self, config: Config, nt: int) -> float:
+        """The output's write-back (read for ownership, written back) and the fused residual's
+        read, once the output outgrows L2, at the rate the hardware prefetchers sustain only
+        while the loop touches few streams of pages at a time. The M-outer order writes MR
+        whole rows at a time, the N-outer one a column strip of every row per N panel; a B
+        read in place adds one stream per reduction row, a packed or constant one a single
+        stream. (Measured in one-layer bundles: MobileNetV2's 16->96 at 112x112 and 24->144
+        at 56x56, ResNet-50's 64->256 at 56x56 and 128->512 at 28x28 are fastest with B packed
+        in the M-outer order, 0.63-0.90x of reading it in place in the N-outer order, which the
+        model had ranked first for all four.)"""
+        p, blk = self.pat, self.block(config)
+        out = p.m.size * p.n.size * 4
+        if out <= L2:
+            return 0.0
+        fe = self.fused_epilogue
+        reads = 1 if fe is not None and fe.residual is not None and \
+            self._fuses_epilogue(config) else 0
+        rows = p.m.size if config["parallel"] == "n" and nt > 1 else blk.mr
+        streams = rows + (p.k.size if config["b"] in ("direct", "window") else 1)
+        bw = BW_OUT_STREAMED if streams <= PREFETCH_STREAMS else BW_OUT_SCATTERED
+        return out * (2 + reads) / bw
 
     def _fuses_epilogue(self, config: Config) -> bool:
         """Whether the GEMM micro-kernel applies the epilogue to finished tiles (see _Builder:
