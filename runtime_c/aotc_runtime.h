@@ -93,6 +93,8 @@ int aotc_context_create(const aotc_model *model, aotc_context **out_ctx, int num
 int aotc_context_run(aotc_context *ctx, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
 void aotc_context_destroy(aotc_context *ctx) AOTC_INTERNAL;
 int aotc_context_num_threads(const aotc_context *ctx) AOTC_INTERNAL;
+/* The context's workspace (for diagnostics and tests: where it lies, how it is paged). */
+void *aotc_context_workspace(const aotc_context *ctx) AOTC_INTERNAL;
 
 #ifdef __cplusplus
 }

@@ -183,6 +183,80 @@ def test_thread_pool(tmp_path: Path, flags: list[str]) -> None:
     run_sanitized(exe, flags)
 
 
+WORKSPACE_TEST = r"""
+#define _POSIX_C_SOURCE 200809L
+#include "aotc_runtime.h"
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* A model without steps: only its workspace size matters here. */
+static int cpu_ok(void) { return 1; }
+
+static int context_with(uint64_t size, unsigned char **out) {
+    static aotc_model_desc desc;
+    static aotc_model model;
+    aotc_context *ctx = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.name = "w";
+    desc.workspace_size = size;
+    desc.workspace_align = AOTC_WORKSPACE_ALIGN;
+    memset(&model, 0, sizeof model);
+    model.desc = &desc;
+    model.cpu_supported = cpu_ok;
+    model.default_num_threads = 1;
+    if (aotc_context_create(&model, &ctx, 1) != AOTC_OK) return 1;
+    *out = (unsigned char *)aotc_context_workspace(ctx);
+    memset(*out, 1, (size_t)size); /* every byte is usable */
+    if (size >= ((uint64_t)2 << 20)) {
+        /* print the mapping so that the test can find it in /proc/self/smaps */
+        FILE *f = fopen("/proc/self/smaps", "r");
+        char line[512];
+        int mine = 0;
+        if (f == NULL) { printf("no smaps\n"); aotc_context_destroy(ctx); return 0; }
+        while (fgets(line, sizeof line, f) != NULL) {
+            unsigned long lo, hi;
+            if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && strchr(line, ' ') != NULL &&
+                line[strcspn(line, " ") - 1] != ':') {
+                mine = (uintptr_t)*out >= lo && (uintptr_t)*out < hi;
+            } else if (mine && (strncmp(line, "AnonHugePages:", 14) == 0 ||
+                                strncmp(line, "VmFlags:", 8) == 0)) {
+                printf("workspace %s", line);
+            }
+        }
+        fclose(f);
+    }
+    printf("align %lu\n", (unsigned long)((uintptr_t)*out & (~(uintptr_t)*out + 1))); /* low bit */
+    aotc_context_destroy(ctx);
+    return 0;
+}
+
+int main(void) {
+    unsigned char *w;
+    if (context_with(1000, &w) != 0) return 1;
+    if (context_with((uint64_t)5 << 20, &w) != 0) return 1;
+    printf("OK\n");
+    return 0;
+}
+"""
+
+
+def test_large_workspace_lies_in_huge_pages(tmp_path: Path) -> None:
+    """A context's workspace of 2 MiB or more starts on a 2 MiB boundary and its mapping is
+    advised as huge pages (VmFlags "hg"; whether the kernel grants them depends on its
+    settings and free memory); a small one keeps the 64-byte alignment. Sanitizers clean."""
+    flags = ["-O1", "-g", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+    exe = compile_c(tmp_path, "workspace_test", WORKSPACE_TEST, ["aotc_runtime.c", "aotc_pool.c"],
+                    flags)
+    run_sanitized(exe, flags)
+    out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60).stdout
+    aligns = [int(line.split()[1]) for line in out.splitlines() if line.startswith("align")]
+    assert aligns[0] % 64 == 0 and aligns[1] % (2 << 20) == 0, out
+    flags_line = [line for line in out.splitlines() if line.startswith("workspace VmFlags:")]
+    if Path("/sys/kernel/mm/transparent_hugepage/enabled").exists():
+        assert flags_line and " hg" in flags_line[0], out
+
+
 def run_sanitized(exe: Path, flags: list[str]) -> None:
     """Run a C test program; it must print OK and no sanitizer may report (a TSan that cannot
     start on this kernel skips the test)."""
