@@ -151,6 +151,25 @@ def simplify_indices(s: Stmt) -> Stmt:
     return map_exprs(s, simplify_loads)
 
 
+def divides(s: Stmt, v: te.Var) -> bool:
+    """Whether an index or value in `s` divides `v` or takes a remainder of it (is not affine
+    in v)."""
+    found = False
+
+    def visit(e: te.Expr) -> te.Expr:
+        nonlocal found
+        if isinstance(e, te.Binary) and e.op in ("floordiv", "mod") and te.mentions(e, v):
+            found = True
+        if isinstance(e, BufLoad):
+            visit(e.index)
+        for ch in te.children(e):
+            visit(ch)
+        return e
+
+    map_exprs(s, visit)
+    return found
+
+
 def format_expr(e: te.Expr, names: Names = None) -> str:
     def f(x: te.Expr) -> str:
         return format_expr(x, names)

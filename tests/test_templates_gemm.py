@@ -15,7 +15,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from program_runner import check_model, check_node  # noqa: E402
 
 from lowering import te  # noqa: E402
-from lowering.loop_ir import Call, For, Seq, Store  # noqa: E402
+from lowering.loop_ir import Call, For, Prefetch, Seq, Store, format_stmt  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
 from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
@@ -384,6 +384,36 @@ def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps()
         got = run_all(space, [cfg], [xv, wv, bv])[0]
         np.testing.assert_allclose(got, general_conv_ref(xv, wv, bv, pads, stride, 1, 1),
                                    rtol=1e-4, atol=1e-3)
+
+
+def _nodes(stmt, kind):
+    if isinstance(stmt, kind):
+        yield stmt
+    if isinstance(stmt, For):
+        yield from _nodes(stmt.body, kind)
+    if isinstance(stmt, Seq):
+        for x in stmt.stmts:
+            yield from _nodes(x, kind)
+
+
+def test_pointwise_packing_copies_one_run_per_row_and_prefetches_the_next_tile():
+    """A 1x1 convolution's input holds a tile's pixels contiguously across image rows: its
+    im2col packing copies one run of NR per k row (not one per image row the tile spans) and
+    prefetches the next tile's run of that row (each k row is its own stream). Numerics are
+    checked against the reference for a ragged last tile."""
+    ins, out, wv = general_conv(1, 16, 10, 10, 24, 1, 1)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    cfg = {**space.default_config(), "b": "pack", "parallel": "m", "block": "6x4"}
+    pack = space.build(cfg).kernel.stages[0]
+    copies = [f for f in _nodes(pack, For) if f.kind == "vectorize"]
+    assert len(copies) == 1 and "min(64" in format_stmt(copies[0]).replace(" ", ""), \
+        format_stmt(pack)
+    ahead = list(_nodes(pack, Prefetch))
+    assert len(ahead) == 4, format_stmt(pack)  # the 4 lines of the next tile's 64 floats
+    xv, bv = rand(1, 16, 10, 10), rand(24)
+    got = run_all(space, [cfg], [xv, wv, bv])[0]
+    np.testing.assert_allclose(got, general_conv_ref(xv, wv, bv, (0, 0, 0, 0), 1, 1, 1),
+                               rtol=1e-4, atol=1e-3)
 
 
 # window mode: convolutions without im2col ----------------------------------------------------

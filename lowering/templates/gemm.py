@@ -48,10 +48,12 @@ from lowering.loop_ir import (
     Call,
     For,
     Kernel,
+    Prefetch,
     Seq,
     Stmt,
     Store,
     bind,
+    divides,
     simplify_loads,
 )
 from lowering.lower import _Converter, lower_stage, stages_of
@@ -828,6 +830,10 @@ class _Builder:
         buf = self.bufs[id(load.tensor)]
         return BufPtr(buf, simplify_index(flat)), _c(own_stride), _c(k_stride)
 
+    def _source(self, load: te.Load, vmap: dict[te.Var, te.Expr]) -> te.Expr:
+        """The packed operand's value at the loop variables of `vmap`, as buffer loads."""
+        return simplify_loads(_Converter(self.bufs, self._inline)(te.substitute(load, vmap)))
+
     def mt_or_nt(self, which: str) -> int:
         return self.mt if which == "a" else self.nt
 
@@ -862,6 +868,13 @@ class _Builder:
             if e == 1:
                 vmap[v] = _c(0)
         inner = te.Var("pr")
+        if len(axes) > 1:
+            # the own axes as one run when the operand holds them contiguously (a 1x1
+            # convolution's pixels): one copy per k row, not one per image row it spans
+            flat = {**vmap, **Group([v for v, _ in axes], [e for _, e in axes]).unflatten(
+                t0 + inner)}
+            if not divides(Store(buf, _c(0), self._source(load, flat)), inner):
+                vmap, axes = flat, []
         if len(axes) <= 1:
             if axes:
                 vmap[axes[0][0]] = t0 + inner
@@ -879,10 +892,17 @@ class _Builder:
             lo = te.maximum(_c(0), t0 - of * last_e)
             hi = te.minimum(_c(last_e), t0 + valid - of * last_e)
             wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
-        value = simplify_loads(_Converter(self.bufs, self._inline)(te.substitute(load, vmap)))
+        value = self._source(load, vmap)
         panel = (bvar * self.mt_or_nt(which) + tile) * K
         dst = simplify_index((panel + kflat) * r + dst_r)
         body: Stmt = For(inner, hi, "vectorize", Store(buf, dst, value), start=lo)
+        if wrap is None and isinstance(value, BufLoad) and _unit_stride(value.index, inner):
+            # the next tile's run of this row, one tile ahead: each k row is a stream of its
+            # own (a plane apart), more streams than the hardware prefetchers follow
+            ahead = [Prefetch(value.buf, simplify_index(te.substitute(
+                value.index, {inner: _c(r + line * LINE_FLOATS)})))
+                for line in range(math.ceil(r / LINE_FLOATS))]
+            body = Seq([*ahead, body])
         if wrap is not None:
             body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
         for lv, e in reversed(kloops):
@@ -1314,6 +1334,12 @@ def _flat_index(load: te.Load) -> te.Expr:
     for ix, st in zip(load.indices, strides, strict=True):
         flat = flat + ix * st
     return flat
+
+
+def _unit_stride(index: te.Expr, v: te.Var) -> bool:
+    """Whether `index` steps by one element per step of `v` (a contiguous run)."""
+    step = simplify_index(te.substitute(index, {v: v + 1}) - index)
+    return isinstance(step, te.Const) and step.value == 1
 
 
 def _round_up(n: int, m: int) -> int:

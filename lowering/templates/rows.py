@@ -297,24 +297,6 @@ def _by_reciprocal(e: te.Expr, cols: Sequence[te.Var]) -> te.Expr:
     return e
 
 
-def _divides(s: Stmt, v: te.Var) -> bool:
-    """Whether an index in `s` divides `v` or takes a remainder of it (not affine in v)."""
-    found = False
-
-    def visit(e: te.Expr) -> te.Expr:
-        nonlocal found
-        if isinstance(e, te.Binary) and e.op in ("floordiv", "mod") and te.mentions(e, v):
-            found = True
-        if isinstance(e, BufLoad):
-            visit(e.index)
-        for ch in te.children(e):
-            visit(ch)
-        return e
-
-    loop_ir.map_exprs(s, visit)
-    return found
-
-
 def _count_calls(e: te.Expr) -> int:
     own = 1 if isinstance(e, te.Unary) and e.op not in ("neg", "abs", "not") else 0
     return own + sum(_count_calls(c) for c in te.children(e))
@@ -421,7 +403,7 @@ class _RowBuilder:
             vmap[cols[j]] = v if j == 0 else v % _c(n)
             stride *= n
         flat = loop_ir.simplify_indices(loop_ir.bind(body, vmap))
-        return None if _divides(flat, c) else (c, flat)
+        return None if loop_ir.divides(flat, c) else (c, flat)
 
     def _cols(self, e: te.Expr, cols: Sequence[te.Expr]) -> te.Expr:
         return te.substitute(e, dict(zip(self.plan.col_vars, cols, strict=True)))
