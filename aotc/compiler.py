@@ -99,6 +99,7 @@ class _PendingStep:
     kernel: str
     args: list[_Loc]
     node: str
+    flops: float = 0.0
 
 
 @dataclass
@@ -259,7 +260,8 @@ class _Compiler:
                 self.scratch_count += 1
                 self.arena_sizes[key] = b.size * _itemsize(b.dtype)
                 scratch.append(_Loc("arena", key))
-        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch, ctx.node))
+        flops = space.flops() if space.kind == "gemm" else 0.0
+        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch, ctx.node, flops))
 
     def _new_arena(self, v: ir.Value) -> _Loc:
         key = ("value", v.name, id(v))
@@ -416,7 +418,7 @@ def compile_model(
                 refs.append(BufferRef("arena", plan.offsets[a.key]))
             else:
                 refs.append(BufferRef(a.storage, int(a.key)))  # type: ignore[arg-type, call-overload]
-        steps.append(Step(st.kernel, tuple(refs), st.node))
+        steps.append(Step(st.kernel, tuple(refs), st.node, st.flops))
     times["plan"] = time.perf_counter() - t0
 
     c.stats.unique_kernels = len(c.kernels)

@@ -63,6 +63,23 @@ def test_bench_models_compiles_with_a_tuning_log(tmp_path: Path) -> None:
     assert mlp["check"] == "ok" and float(mlp["aotc median ms"]) > 0
 
 
+def test_profile_model_ranks_kernels_of_a_sample_model() -> None:
+    """profile_model: aotc's steps and onnxruntime's nodes timed; the convolutions carry their
+    FLOP rate, and the summary adds up to the total."""
+    rows = _run("profile_model.py", "models/resnet_tiny.onnx", "--runs", "3", "--top", "50")
+    summary = {r["work"]: r for r in rows if "work" in r}
+    products, rest = summary["convolutions and matrix products"], summary["everything else"]
+    total = summary["total (sum of kernels)"]
+    assert float(products["aotc ms"]) > 0 and float(products["onnxruntime ms"]) > 0
+    assert abs(float(products["aotc ms"]) + float(rest["aotc ms"]) - float(total["aotc ms"])) \
+        <= 0.011
+    steps = [r for r in rows if "aotc step" in r]
+    convs = [r for r in steps if r["GFLOP/s"]]
+    assert convs and all(0 < float(r["% peak"]) < 150 for r in convs)
+    assert any("MaxPool" in r["aotc step"] and not r["GFLOP/s"] for r in steps)
+    assert any(r["operator"] == "Conv" for r in rows if "onnxruntime node" in r)
+
+
 def test_peak_measures_vector_fmas() -> None:
     from peak import measure_peak
 

@@ -53,6 +53,7 @@ class Step:
     kernel: str  # symbol of the kernel function in the kernel object
     args: tuple[BufferRef, ...]
     node: str  # the ONNX node (or fused region) it computes, for messages and profiles
+    flops: float = 0.0  # floating-point operations of a convolution or matrix product, for profiles
 
 
 @dataclass

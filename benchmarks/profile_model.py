@@ -1,0 +1,145 @@
+"""Where a model's time goes on one core: aotc's kernels next to onnxruntime's nodes.
+
+    python benchmarks/profile_model.py benchmarks/models/resnet50.onnx [--runs 15] [--top 25]
+        [--markdown]
+
+aotc: the compiled model's steps run in model order on one thread (the serial runtime, the
+arena laid out as in the bundle), each timed alone; median per step over `--runs` passes. So a
+kernel meets its inputs as the model leaves them (weights streaming from memory, activations
+in L2/L3), unlike a benchmark that repeats one layer. Convolutions and matrix products get
+GFLOP/s and % of the one-core FMA peak (`peak.py`).
+onnxruntime: its profiler's per-node kernel times (all graph optimisations, one thread), median
+per node over the same number of runs. Its node names follow its own rewrites (NCHWc
+convolutions, fused activations), so the two lists are ranked side by side rather than
+matched; the summary groups both by kind of work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import ctypes
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+from peak import cached_peak  # noqa: E402
+from table import print_rows  # noqa: E402
+
+from aotc.driver import compile_file  # noqa: E402
+from aotc.package.program import Program  # noqa: E402
+from lowering.search.measure import link_serial  # noqa: E402
+
+# onnxruntime's operators that run a convolution or matrix product (the rest: pooling,
+# element-wise, layout reorders)
+ORT_PRODUCTS = {"Conv", "FusedConv", "NchwcConv", "Gemm", "MatMul", "FusedMatMul",
+                "QLinearConv", "MatMulInteger", "FusedGemm"}
+
+
+def aotc_step_times(program: Program, runs: int, rng: np.random.Generator
+                    ) -> list[tuple[str, float, float]]:
+    """(node, median seconds, flops) per step, in model order."""
+    lib = link_serial(program.kernel_object)
+    arena = np.zeros(program.arena_size + 64, np.uint8)
+    arena_at = arena.ctypes.data + (-arena.ctypes.data) % 64
+    weights = np.frombuffer(program.weights + b"\0" * 64, np.uint8).copy()
+    inputs = [rng.standard_normal(tuple(i.shape)).astype(np.float32) for i in program.inputs]
+    outputs = [np.zeros(tuple(o.shape), np.float32) for o in program.outputs]
+
+    def address(ref) -> int:
+        if ref.storage == "arena":
+            return arena_at + ref.offset
+        if ref.storage == "weight":
+            return weights.ctypes.data + ref.offset
+        return (inputs if ref.storage == "input" else outputs)[ref.offset].ctypes.data
+
+    calls = []
+    for st in program.steps:
+        ptrs = [address(r) for r in st.args]
+        calls.append((getattr(lib, st.kernel), (ctypes.c_void_p * len(ptrs))(*ptrs)))
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(runs + 2):  # two warm-up passes
+        for j, (fn, args) in enumerate(calls):
+            t = time.perf_counter()
+            fn(None, args, None)
+            times[j].append(time.perf_counter() - t)
+    return [(st.node, statistics.median(ts[2:]), st.flops)
+            for st, ts in zip(program.steps, times, strict=True)]
+
+
+def ort_node_times(model: Path, runs: int, rng: np.random.Generator
+                   ) -> list[tuple[str, str, float]]:
+    """(node, operator, median seconds) per executed node, in execution order."""
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.enable_profiling = True
+    sess = ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+    feed = {i.name: rng.standard_normal([d if isinstance(d, int) else 1 for d in i.shape]
+                                        ).astype(np.float32) for i in sess.get_inputs()}
+    for _ in range(runs + 2):
+        sess.run(None, feed)
+    trace = Path(sess.end_profiling())
+    events = json.loads(trace.read_text())
+    trace.unlink()
+    durations: dict[str, list[float]] = collections.defaultdict(list)
+    ops: dict[str, str] = {}
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            name = e["name"][: -len("_kernel_time")]
+            ops.setdefault(name, e["args"].get("op_name", "?"))
+            durations[name].append(e["dur"] * 1e-6)
+    return [(n, ops[n], statistics.median(d[2:] or d)) for n, d in durations.items()]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", type=Path)
+    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--top", type=int, default=25, help="rows of each ranked list")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    program, _ = compile_file(args.model, input_shapes=[], threads=1)
+    ours = aotc_step_times(program, args.runs, rng)
+    theirs = ort_node_times(args.model, args.runs, rng)
+    peak = cached_peak(1).gflops
+
+    ours_products = sum(t for _, t, f in ours if f)
+    theirs_products = sum(t for _, op, t in theirs if op in ORT_PRODUCTS)
+    flops = sum(f for _, _, f in ours)
+    rows = [["convolutions and matrix products", f"{ours_products * 1e3:.2f}",
+             f"{theirs_products * 1e3:.2f}", f"{ours_products / theirs_products:.2f}",
+             f"{flops / ours_products / 1e9:.1f}", f"{flops / theirs_products / 1e9:.1f}"],
+            ["everything else", f"{(sum(t for _, t, _ in ours) - ours_products) * 1e3:.2f}",
+             f"{(sum(t for *_, t in theirs) - theirs_products) * 1e3:.2f}", "", "", ""],
+            ["total (sum of kernels)", f"{sum(t for _, t, _ in ours) * 1e3:.2f}",
+             f"{sum(t for *_, t in theirs) * 1e3:.2f}",
+             f"{sum(t for _, t, _ in ours) / sum(t for *_, t in theirs):.2f}", "", ""]]
+    print(f"{args.model.name}: one thread, median of {args.runs} passes; FMA peak "
+          f"{peak:.1f} GFLOP/s")
+    print_rows(["work", "aotc ms", "onnxruntime ms", "aotc/ort", "aotc GFLOP/s",
+                "ort GFLOP/s"], rows, args.markdown)
+    print()
+    ranked = sorted(ours, key=lambda r: r[1], reverse=True)[: args.top]
+    print_rows(["aotc step", "ms", "GFLOP/s", "% peak"],
+               [[n, f"{t * 1e3:.3f}", f"{f / t / 1e9:.1f}" if f else "",
+                 f"{100 * f / t / 1e9 / peak:.0f}" if f else ""] for n, t, f in ranked],
+               args.markdown)
+    print()
+    ranked_ort = sorted(theirs, key=lambda r: r[2], reverse=True)[: args.top]
+    print_rows(["onnxruntime node", "operator", "ms"],
+               [[n, op, f"{t * 1e3:.3f}"] for n, op, t in ranked_ort], args.markdown)
+
+
+if __name__ == "__main__":
+    main()
