@@ -245,6 +245,28 @@ def test_every_conv_schedule():
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("act", [None, "tanh"])
+def test_m_outer_order_runs_chunks_of_n_panels_when_b_outgrows_half_of_l2(act):
+    """With B larger than half of L2, the M-outer order runs M tiles within chunks of N
+    panels that fit a quarter of it (a ragged last chunk here: 162 panels in chunks of 12),
+    for every K blocking, mode of B and block; with a fused epilogue and with one applied
+    in place per chunk (tanh)."""
+    ins, out, wv = general_conv(1, 160, 72, 72, 20, 1, 1)
+    y = out if act is None else te.compute(out.shape, lambda *i: te.Unary(act, out[i]), act)
+    space = GemmTemplate.match(ins, [y], [None, wv, None], host_target())
+    assert space.chunk_panels(space.block({"block": "14x2"})) == 12
+    xv, bv = rand(1, 160, 72, 72), rand(20)
+    want = general_conv_ref(xv, wv, bv, (0, 0, 0, 0), 1, 1, 1)
+    want = want if act is None else np.tanh(want)
+    configs = [{"block": blk, "kc": kc, "a": "const", "b": b, "parallel": "m"}
+               for blk in ("14x2", "6x4") for kc in (160, 128) for b in ("direct", "pack")]
+    for cfg in configs[:1]:
+        loops = [f for f in _nodes(space.build(cfg).kernel.stages[-1], For)]
+        assert loops[0].extent.value == 14 * 2, format_stmt(loops[0])  # chunks x M tiles
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
 @pytest.mark.parametrize("target", ["cpu-avx2", "aarch64"])
 def test_other_targets_compile(target):
     t = NAMED_TARGETS[target]

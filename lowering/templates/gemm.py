@@ -81,6 +81,7 @@ STALL = 0.25  # fraction of operand traffic that out-of-order execution does not
 # write-back of an output larger than L2, from a loop over few / many page streams (fitted
 # to one-layer bundles, see GemmSpace._write_back)
 BW_OUT_STREAMED, BW_OUT_SCATTERED, PREFETCH_STREAMS = 24e9, 6e9, 16
+CHUNK_MIN_PANELS = 4
 BW_WINDOW = 27e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
@@ -496,8 +497,15 @@ class GemmSpace(ScheduleSpace):
             traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
             traffic += in_place * Mp * Np * 8 / bw(Mp * blk.nr * 4)
         else:
-            traffic = mt * b_bytes / bw(b_bytes) + nt * a_bytes / bw(kc * blk.mr * 4)
-            traffic += in_place * Mp * Np * 8 / bw(blk.mr * Np * 4)
+            # io > kb > jo within chunks of N panels (chunk_panels): a chunk of B is re-read
+            # per M tile from where it fits, all of A once per chunk
+            chunk = min(nt, self.chunk_panels(blk))
+            # the chunk stays where half of the cache holds it (see chunk_panels)
+            traffic = mt * b_bytes / bw(2 * chunk * K * blk.nr * 4) + \
+                nt * a_bytes / bw(kc * blk.mr * 4)
+            if chunk < nt:
+                traffic += math.ceil(nt / chunk) * a_bytes / bw(a_bytes)
+            traffic += in_place * Mp * Np * 8 / bw(blk.mr * chunk * blk.nr * 4)
         traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
         traffic += self._write_back(config, nt)
         t = B * (max(compute, traffic) + STALL * traffic)
@@ -551,6 +559,18 @@ class GemmSpace(ScheduleSpace):
         streams = rows + (p.k.size if config["b"] in ("direct", "window") else 1)
         bw = BW_OUT_STREAMED if streams <= PREFETCH_STREAMS else BW_OUT_SCATTERED
         return out * (2 + reads) / bw
+
+    def chunk_panels(self, blk: GemmBlock) -> int:
+        """N panels per chunk of the M-outer order: all of them while B fits in half of L2,
+        else as many as fill a quarter of it (the rest: A, the output and residual streaming
+        by, which evict a B of most of L2 before the next M tile reads it again).
+        Chunks of fewer than CHUNK_MIN_PANELS panels would be the N-outer order in disguise
+        (a deep K: GEMM 1024 measured 1.3x slower so): B is then not chunked."""
+        p = self.pat
+        nt = math.ceil(p.n.size / blk.nr)
+        panel = p.k.size * blk.nr * 4
+        chunk = L2 // 4 // panel
+        return nt if nt * panel <= L2 // 2 or chunk < CHUNK_MIN_PANELS else chunk
 
     def _fuses_epilogue(self, config: Config) -> bool:
         """Whether the GEMM micro-kernel applies the epilogue to finished tiles (see _Builder:
@@ -986,13 +1006,23 @@ class _Builder:
                                            te.minimum(_c(blk.nr), _c(N) - jo * blk.nr)))
             stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
         else:
+            # M tiles outermost within chunks of N panels that stay in L2 across them
+            # (GemmSpace.chunk_panels); one chunk when all of B fits
+            cp = self.s.chunk_panels(blk)
+            chunks = math.ceil(self.nt / cp)
+            f = te.Var("mc")
+            ch, io_ = (f // self.mt, f % self.mt) if chunks > 1 else (_c(0), f)
+            j0 = ch * cp
+            jn = te.minimum(_c(cp), _c(self.nt) - j0)
             body = [k_blocks(lambda k0, kl, acc: For(
-                jo, _c(self.nt), "serial", tile_call(io, jo, k0, kl, acc)))]
+                jo, jn, "serial", tile_call(io_, j0 + jo, k0, kl, acc)))]
             if fused is None:
-                body.append(self._epilogue(bvars, bflat, io * blk.mr,
-                                           te.minimum(_c(blk.mr), _c(M) - io * blk.mr),
-                                           _c(0), _c(N)))
-            stages.append(self._fused_loop(bflat, io, nb, self.mt, outer_kind, Seq(body)))
+                n0 = j0 * blk.nr
+                body.append(self._epilogue(bvars, bflat, io_ * blk.mr,
+                                           te.minimum(_c(blk.mr), _c(M) - io_ * blk.mr),
+                                           n0, te.minimum(_c(cp * blk.nr), _c(N) - n0)))
+            stages.append(self._fused_loop(bflat, f, nb, chunks * self.mt, outer_kind,
+                                           Seq(body)))
         return stages
 
     def _window_main(self, bflat: te.Var, bvars: dict[te.Var, te.Expr], par: str,
