@@ -100,6 +100,9 @@ class _PendingStep:
     args: list[_Loc]
     node: str
     flops: float = 0.0
+    # (argument of an input, argument of the output): the output may take over the input's
+    # memory when this step is the input's last use (ScheduleSpace.in_place_input)
+    in_place: tuple[int, int] | None = None
 
 
 @dataclass
@@ -239,7 +242,8 @@ class _Compiler:
         consts = [v.const_value.numpy() if v.const_value is not None else None
                   for v in in_values]
         space = space_for(in_tensors, outs, consts, self.target)
-        built = space.build(self.choose_config(space), "k")
+        config = self.choose_config(space)
+        built = space.build(config, "k")
         kernel = built.kernel
         in_locs = []
         for i, v in enumerate(in_values):
@@ -261,7 +265,10 @@ class _Compiler:
                 self.arena_sizes[key] = b.size * _itemsize(b.dtype)
                 scratch.append(_Loc("arena", key))
         flops = space.flops() if space.kind == "gemm" else 0.0
-        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch, ctx.node, flops))
+        reuse = space.in_place_input(config)
+        in_place = (reuse, len(in_locs)) if reuse is not None and len(out_locs) == 1 else None
+        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch, ctx.node, flops,
+                                       in_place))
 
     def _new_arena(self, v: ir.Value) -> _Loc:
         key = ("value", v.name, id(v))
@@ -291,6 +298,25 @@ class _Compiler:
                                               lambda t: default_schedule(t, lanes)))
         self.steps.append(_PendingStep(symbol, [self.location(v), _Loc("output", index)],
                                        f"output:{v.name}"))
+
+
+def _share_in_place(steps: list[_PendingStep], sizes: dict[object, int]) -> None:
+    """A step that may write its output over an input (`in_place`) does so when that input
+    is an arena buffer of the same size that no later step and no other argument of the step
+    uses: the output's buffer is renamed to the input's from this step on."""
+    for i, st in enumerate(steps):
+        if st.in_place is None:
+            continue
+        src, dst = st.args[st.in_place[0]], st.args[st.in_place[1]]
+        if src.storage != "arena" or dst.storage != "arena" or sizes[src.key] != sizes[dst.key]:
+            continue
+        others = [a for j, a in enumerate(st.args) if j != st.in_place[0]]
+        if any(a.storage == "arena" and a.key == src.key
+               for a in others + [a for later in steps[i + 1:] for a in later.args]):
+            continue
+        for later in steps[i:]:
+            later.args = [src if a.storage == "arena" and a.key == dst.key else a
+                          for a in later.args]
 
 
 def _itemsize(dtype: str) -> int:
@@ -387,6 +413,7 @@ def compile_model(
             out_index[id(v)] = i
         else:
             c.copy_into_output(v, i)
+    _share_in_place(c.steps, c.arena_sizes)
     times["lower"] = time.perf_counter() - t0
 
     if on_stage:

@@ -305,6 +305,47 @@ def test_epilogue_needs_the_products_shape_and_its_only_use(tmp_path):
 
 # ---------------------------------------------------------------- pipeline and switches
 
+def _residual_chain(tmp_path, later_use: bool, from_input: bool):
+    """x -> Conv -> a -> Conv -> b; Conv(b) + residual -> Relu -> c -> Conv -> y, where the
+    residual is `a` (an arena value; with `later_use`, `a` also feeds a second output) or,
+    with `from_input`, the second convolution's own input (an operand of its product)."""
+    res = "b" if from_input else "a"
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"]),
+             helper.make_node("Conv", ["a", "w2"], ["b"]),
+             helper.make_node("Conv", ["b", "w3", "b3"], ["p"]),
+             helper.make_node("Add", ["p", res], ["s"]),
+             helper.make_node("Relu", ["s"], ["c"], name="relu"),
+             helper.make_node("Conv", ["c", "w4"], ["y"])]
+    outs = [vi("y", [1, 16, 12, 12])]
+    if later_use:
+        nodes.append(helper.make_node("Mul", ["a", "a"], ["z"]))
+        outs.append(vi("z", [1, 16, 12, 12]))
+    inits = [init("w1", rand(16, 8, 1, 1)), init("w2", rand(16, 16, 1, 1)),
+             init("w3", rand(16, 16, 1, 1)), init("b3", rand(16)), init("w4", rand(16, 16, 1, 1))]
+    proto = make_proto(nodes, [vi("x", [1, 8, 12, 12])], outs, inits)
+    path = tmp_path / "m.onnx"
+    onnx.save(proto, path)
+    return path, proto
+
+
+@pytest.mark.parametrize("later_use, from_input, shared", [
+    (False, False, True), (True, False, False), (False, True, False)])
+def test_residual_epilogue_writes_over_its_dying_residual(tmp_path, later_use, from_input,
+                                                          shared):
+    """A convolution whose fused epilogue adds a residual that nothing reads afterwards
+    stores its output over the residual (same arena offset: its lines are read, then
+    written, no separate read-for-ownership); not when the residual is still needed later or
+    is the product's own operand. Outputs equal onnxruntime's either way."""
+    path, proto = _residual_chain(tmp_path, later_use, from_input)
+    program, _ = compile_file(path, input_shapes=[])
+    step = next(s for s in program.steps if "relu" in s.node)
+    arena = [r.offset for r in step.args if r.storage == "arena"]
+    assert (len(arena) != len(set(arena))) == shared, step
+    feeds = [rand(1, 8, 12, 12)]
+    for got, want in zip(run_program(program, feeds), ort_outputs(proto, feeds), strict=True):
+        assert_close(got, want)
+
+
 def test_disabling_the_passes_by_name_leaves_the_graph_unfused(tmp_path):
     model, _ = _conv_block(tmp_path)
     assert not fused_nodes(run_passes(model, disabled=FUSION_PASSES))

@@ -377,6 +377,58 @@ def test_gemm_kernel_fuses_bias_residual_and_clamps_in_every_schedule(c, h, k, k
             assert not any(_stores_to(st, out_buf) for st in kernel.stages), cfg
 
 
+def run_in_place(space: GemmSpace, configs, arrays, res_index: int):
+    """Build and run each configuration with its output written over input `res_index`
+    (one buffer passed for both, as the memory plan does); returns what that buffer holds."""
+    built = [space.build(cfg, f"ip{i}") for i, cfg in enumerate(configs)]
+    mb = ModuleBuilder(space.target)
+    for b in built:
+        mb.add_kernel(b.kernel)
+    lib = link_serial(optimize_and_emit(mb.text(), space.target)[0])
+    results = []
+    out_index = len(space.inputs)
+    for b in built:
+        inputs = [b.const_transforms[i](a) if i in b.const_transforms else a.copy()
+                  for i, a in enumerate(arrays)]  # a copy: each run overwrites its residual
+        args, ptrs = kernel_arguments(b.kernel, inputs)
+        ptrs[out_index] = ptrs[res_index]
+        assert kernel_function(lib, b.kernel.name)(None, ptrs, None) == 0
+        results.append(args[res_index])
+    return results
+
+
+@pytest.mark.parametrize("kh, modes", [(1, ("direct", "pack")), (3, ("pixels",))])
+def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one_call(kh, modes):
+    """in_place_input names the residual exactly for the schedules whose micro-kernel reads
+    each residual element right before storing the output there (one K block; pixel mode at
+    any K block); those schedules, run with one buffer as residual and output, agree with
+    numpy."""
+    c, h, k = 150, 9, 40
+    pads = (kh // 2,) * 4
+    ins, conv, wv = general_conv(1, c, h, h, k, kh, kh, pads)
+    res = te.placeholder(conv.shape, "float32", "res")
+    zero = te.Const(0.0, "float32")
+    y = te.compute(conv.shape, lambda *i: te.select(te.Binary("lt", conv[i] + res[i], zero),
+                                                    zero, conv[i] + res[i]), "epilogue")
+    space = GemmTemplate.match([*ins, res], [y], [None, wv, None, None], host_target())
+    assert space.fused_epilogue is not None and space.fused_epilogue.residual is res
+    knobs = {kb.name: kb.options for kb in space.knobs}
+    configs = [{**space.default_config(), "block": blk, "kc": kc, "b": b, "parallel": par}
+               for blk in ("14x2", "6x4") for kc in knobs["kc"] for par in ("m", "n")
+               for b in modes]
+    in_place = [cfg for cfg in configs if space.in_place_input(cfg) == 3]
+    for cfg in configs:
+        one_call = cfg["b"] == "pixels" or (cfg["kc"] >= space.pat.k.size and (
+            cfg["parallel"] == "m" or space.pat.n.size % 16 == 0))
+        assert (cfg in in_place) == one_call, cfg
+    assert in_place
+    xv, bv, rv = rand(1, c, h, h), rand(k), rand(*conv.shape)
+    ref = np.maximum(general_conv_ref(xv, wv, bv, pads, 1, 1, 1) + rv, 0)
+    for cfg, got in zip(in_place, run_in_place(space, in_place, [xv, wv, bv, rv], 3),
+                        strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
 def _stores_to(stmt, buf) -> bool:
     if isinstance(stmt, Store):
         return stmt.buf is buf

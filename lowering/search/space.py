@@ -78,6 +78,11 @@ class ScheduleSpace(ABC):
         ratio = threaded_seconds(kernel, stages) / serial if serial > 0 else 1.0
         return (self.cost(config) if one_core is None else one_core) * ratio
 
+    def in_place_input(self, config: Config) -> int | None:
+        """The input (its position) whose memory the kernel built with `config` may write its
+        output over, when nothing reads that input afterwards; None: no input."""
+        return None
+
     def flops(self) -> float:
         """Arithmetic work of the computation (for splitting a tuning budget)."""
         return float(sum(int(np.prod(t.shape)) for t in self.outputs))

@@ -560,6 +560,27 @@ class GemmSpace(ScheduleSpace):
         bw = BW_OUT_STREAMED if streams <= PREFETCH_STREAMS else BW_OUT_SCATTERED
         return out * (2 + reads) / bw
 
+    def in_place_input(self, config: Config) -> int | None:
+        """The input (its position) whose memory the output may take over: the fused
+        residual, where the micro-kernel reads each residual element right before it stores
+        the output element at the same place and nothing else in the kernel touches either
+        first. That holds when the tile is finished in one call (one K block; pixel mode keeps
+        partial tiles in a scratch) and the residual is no operand of the product. Reading a
+        line and then writing it saves the read-for-ownership of a separate output (ResNet-50's
+        64->256 at 56x56 with its residual: 0.85-0.91x)."""
+        fe = self.fused_epilogue
+        if fe is None or fe.residual is None:
+            return None
+        if config["b"] != "pixels" and not (self._fuses_epilogue(config)
+                                            and int(config["kc"]) >= self.pat.k.size):
+            return None
+        res, out = fe.residual, self.outputs[0]
+        operands = {self.pat.a.tensor, self.pat.b.tensor}
+        operands |= _depends(self.pat.a.tensor) | _depends(self.pat.b.tensor)
+        if res.shape != out.shape or res.dtype != out.dtype or res in operands:
+            return None
+        return next((i for i, t in enumerate(self.inputs) if t is res), None)
+
     def chunk_panels(self, blk: GemmBlock) -> int:
         """N panels per chunk of the M-outer order: all of them while B fits in half of L2,
         else as many as fill a quarter of it (the rest: A, the output and residual streaming
