@@ -20,7 +20,13 @@ from lowering.ops import OPS, OpContext  # noqa: E402
 from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
-from targets.cpu.microkernels import CONV_PREFIX, gemm_blocks  # noqa: E402
+from targets.cpu.microkernels import (  # noqa: E402
+    CONV_PREFIX,
+    GemmBlock,
+    conv_routine,
+    gemm_blocks,
+    routine_ir,
+)
 from targets.cpu.target import NAMED_TARGETS, host_target  # noqa: E402
 
 RNG = np.random.default_rng(1)
@@ -122,12 +128,7 @@ def test_conv_micro_kernel_prefetches_its_weights_ahead(target):
     """Pixel mode's weight panel streams from L2/L3 (ResNet-50's 7x7 and 14x14 layers ran
     0.69-0.84x the time with it): each k step prefetches every line of the NR weights
     PREFETCH_WEIGHT_STEPS steps ahead, besides the input rows it prefetched before."""
-    from targets.cpu.microkernels import (
-        PREFETCH_WEIGHT_STEPS,
-        GemmBlock,
-        conv_routine,
-        routine_ir,
-    )
+    from targets.cpu.microkernels import PREFETCH_WEIGHT_STEPS
     t = NAMED_TARGETS[target]
     blk = GemmBlock(6, 2, t.vector_lanes_f32)
     text, _ = routine_ir(conv_routine(blk), t)
@@ -646,8 +647,30 @@ def test_pixel_mode_short_tiles_run_a_shorter_micro_kernel(size, block, rows):
     kernel = space.build({**space.default_config(), "b": "pixels", "block": block,
                           "kc": 32, "parallel": "n"}).kernel
     nv = int(block.split("x")[1])
-    names = [c for st in kernel.stages for c in _calls(st)]
+    names = [c.removesuffix("n") for st in kernel.stages for c in _calls(st)]
     assert set(names) == {f"{CONV_PREFIX}{r}x{nv}v16" for r in rows}
+
+
+@pytest.mark.parametrize("size, kh, stride, near", [
+    (14, 1, 1, True),    # a tile of 14 pixels in one row, one float apart: within a line
+    (29, 3, 2, False),   # two floats apart: 26 floats from first to last
+    (7, 1, 1, False),    # a tile spans two output rows
+])
+def test_pixel_tiles_within_a_line_prefetch_their_input_from_two_rows(size, kh, stride, near):
+    """The convolution micro-kernel prefetches the input column of a k step from its first,
+    middle and last row; a tile whose pixels lie in one output row less than a line apart
+    calls the `near` variant, which leaves out the middle row (its lines are the others')."""
+    target = NAMED_TARGETS["cpu-avx512"]
+    ins, out, wv = general_conv(1, 32, size, size, 32, kh, kh, (kh // 2,) * 4, stride=stride)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], target)
+    kernel = space.build({**space.default_config(), "b": "pixels", "block": "14x2",
+                          "kc": space.pat.k.size, "parallel": "n"}).kernel
+    names = {c for st in kernel.stages for c in _calls(st)} - {f"{CONV_PREFIX}1x2v16n"}
+    assert names and all(n.endswith("n") == near for n in names), names  # (a 1-pixel tail:
+    # always within a line)
+    far, close = (routine_ir(conv_routine(GemmBlock(14, 2, 16), v), target)[0]
+                  for v in (False, True))
+    assert far.count("@llvm.prefetch") > close.count("@llvm.prefetch")
 
 
 def test_pixel_mode_with_relu_and_residual_against_ort():

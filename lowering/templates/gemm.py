@@ -1177,7 +1177,9 @@ class _Builder:
             p0 = oh0 * w.out_row + ow0
             x_tile = base + oh0 * w.row + ow0 * w.col_stride
             out_off = (bflat * M + jo * blk.nr) * P + p0
-            routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes))
+            # a tile within one output row whose pixels lie less than a line apart
+            near = g == 1 and (rows - 1) * w.col_stride < LINE_FLOATS
+            routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes), near)
             valid = [_c(rows), _c(rows), n_valid]
             finish = self._fused_args(fused, jo * blk.nr, out_off)
             if self.kc >= K:

@@ -45,7 +45,7 @@ PREFETCH_WEIGHT_STEPS = 32
 PREFETCH_PIXEL_STEPS = 8
 LINE_FLOATS = 16  # floats per 64-byte cache line
 CONV_PREFIX = "aotc_conv_f32_"
-_CONV_NAME = re.compile(r"^aotc_conv_f32_(\d+)x(\d+)v(\d+)$")
+_CONV_NAME = re.compile(r"^aotc_conv_f32_(\d+)x(\d+)v(\d+)(n?)$")
 _GEMM_NAME = re.compile(r"^aotc_gemm_f32_(\d+)x(\d+)v(\d+)$")
 
 
@@ -97,28 +97,31 @@ def parse_gemm_routine(name: str) -> GemmBlock | None:
     return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3)))
 
 
-def parse_conv_routine(name: str) -> GemmBlock | None:
+def parse_conv_routine(name: str) -> tuple[GemmBlock, bool] | None:
+    """The block of a convolution micro-kernel's name, and whether it is the `near` variant."""
     m = _CONV_NAME.match(name)
     if not m:
         return None
-    return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3))), bool(m.group(4))
 
 
-def conv_routine(blk: GemmBlock) -> str:
-    """Name of the convolution micro-kernel with register block `blk` (see _ConvWriter)."""
-    return f"{CONV_PREFIX}{blk.mr}x{blk.nv}v{blk.lanes}"
+def conv_routine(blk: GemmBlock, near: bool = False) -> str:
+    """Name of the convolution micro-kernel with register block `blk` (see _ConvWriter); `near`:
+    its callers' tiles read pixels less than a line apart from first to last, so the input
+    prefetch covers them from the first and last row alone."""
+    return f"{CONV_PREFIX}{blk.mr}x{blk.nv}v{blk.lanes}" + ("n" if near else "")
 
 
 def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     """LLVM IR text defining routine `name`, and the declarations it needs."""
     conv = parse_conv_routine(name)
-    blk = parse_gemm_routine(name) if conv is None else conv
+    blk = parse_gemm_routine(name) if conv is None else conv[0]
     if blk is None:
         raise KeyError(f"no micro-kernel named {name}")
     if blk.lanes != target.vector_lanes_f32:
         raise KeyError(f"{name} is for {blk.lanes}-lane vectors; {target.name} has "
                        f"{target.vector_lanes_f32}")
-    return _ConvWriter(blk).text() if conv is not None else _GemmWriter(blk).text()
+    return _ConvWriter(blk, conv[1]).text() if conv is not None else _GemmWriter(blk).text()
 
 
 # The fused epilogue's parameters, shared by both micro-kernels (the template passes them
@@ -128,8 +131,9 @@ EPILOGUE_PARAMS = ("ptr %bias, i64 %has_bias, i64 %has_lo, float %lo, i64 %has_h
 
 
 class _GemmWriter:
-    def __init__(self, blk: GemmBlock) -> None:
+    def __init__(self, blk: GemmBlock, near: bool = False) -> None:
         self.b = blk
+        self.near = near  # (the convolution kernel) see conv_routine
         self.vt = f"<{blk.lanes} x float>"
         self.mt = f"<{blk.lanes} x i1>"
         self.lines: list[str] = []
@@ -380,7 +384,9 @@ class _GemmWriter:
         aoff = self.t()
         self.emit(f"{aoff} = mul i64 {kk}, %a_ks")
         if prefetch_a and masks is None and PREFETCH_ROWS:
-            for r in sorted({0, b.mr // 2, b.mr - 1}):
+            # (rows less than a line apart: the first and last row's lines are all of them; a
+            # third prefetch per step measured 2-9 % on such layers, its load-port slot and uop)
+            for r in sorted({0, b.mr - 1} if self.near else {0, b.mr // 2, b.mr - 1}):
                 q = self.t()
                 self.emit(f"{q} = getelementptr float, ptr {rows[r]}, i64 {aoff}")
                 self.prefetch(q)
@@ -487,7 +493,7 @@ class _ConvWriter(_GemmWriter):
         L = b.lanes
         sfx = f"v{L}f32"
         decls = self.declarations()
-        head = (f"define internal void @{conv_routine(b)}(ptr %a, i64 %ow, "
+        head = (f"define internal void @{conv_routine(b, self.near)}(ptr %a, i64 %ow, "
                 "i64 %a_rp, i64 %a_rs, i64 %a_ks, "
                 "i64 %t1, i64 %s1, i64 %t2, i64 %s2, ptr %b, i64 %b_ks, i64 %b_ts, ptr %c, "
                 "i64 %ldc, i64 %k, i64 %m_full, i64 %m_valid, i64 %n_valid, ptr %acc, i64 %first, "
