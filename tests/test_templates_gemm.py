@@ -2,6 +2,7 @@
 build (each register block, K blocking, operand mode, parallel axis) computes what onnxruntime
 and numpy compute, through the whole compiler and on single kernels."""
 
+import functools
 import itertools
 import pathlib
 import sys
@@ -15,7 +16,16 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from program_runner import check_model, check_node  # noqa: E402
 
 from lowering import te  # noqa: E402
-from lowering.loop_ir import Call, For, Prefetch, Seq, Store, format_stmt  # noqa: E402
+from lowering.loop_ir import (  # noqa: E402
+    BufLoad,
+    Call,
+    For,
+    Prefetch,
+    Seq,
+    Store,
+    format_stmt,
+    map_exprs,
+)
 from lowering.ops import OPS, OpContext  # noqa: E402
 from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
@@ -423,11 +433,31 @@ def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one
             cfg["parallel"] == "m" or space.pat.n.size % 16 == 0))
         assert (cfg in in_place) == one_call, cfg
     assert in_place
+    for cfg in in_place:
+        # the micro-kernel alone touches residual and output (its parameters carry no noalias);
+        # no loop of the kernel itself, whose accesses carry alias scopes, loads or stores them
+        kernel = space.build(cfg).kernel
+        res_buf, out_buf = kernel.buffers[3], kernel.buffers[4]
+        loaded: list = []
+        for st in kernel.stages:
+            map_exprs(st, functools.partial(_collect_loads, out=loaded))
+        assert not any(_stores_to(st, out_buf) for st in kernel.stages), cfg
+        assert all(b is not res_buf for b in loaded), cfg
     xv, bv, rv = rand(1, c, h, h), rand(k), rand(*conv.shape)
     ref = np.maximum(general_conv_ref(xv, wv, bv, pads, 1, 1, 1) + rv, 0)
     for cfg, got in zip(in_place, run_in_place(space, in_place, [xv, wv, bv, rv], 3),
                         strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def _collect_loads(e, out: list):
+    """Appends the buffer of every BufLoad in `e` to `out`; returns `e` (for map_exprs)."""
+    if isinstance(e, BufLoad):
+        out.append(e.buf)
+        _collect_loads(e.index, out)
+    for ch in te.children(e):
+        _collect_loads(ch, out)
+    return e
 
 
 def _stores_to(stmt, buf) -> bool:

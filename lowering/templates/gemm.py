@@ -567,7 +567,10 @@ class GemmSpace(ScheduleSpace):
         first. That holds when the tile is finished in one call (one K block; pixel mode keeps
         partial tiles in a scratch) and the residual is no operand of the product. Reading a
         line and then writing it saves the read-for-ownership of a separate output (ResNet-50's
-        64->256 at 56x56 with its residual: 0.85-0.91x)."""
+        64->256 at 56x56 with its residual: 0.85-0.91x). Only the micro-kernel, whose pointer
+        parameters carry no `noalias`, touches the two buffers then: no loop of the kernel,
+        whose accesses carry alias scopes, loads or stores them (DESIGN: no noalias on
+        parameters that may share memory)."""
         fe = self.fused_epilogue
         if fe is None or fe.residual is None:
             return None
