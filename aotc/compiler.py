@@ -5,6 +5,7 @@ Reads only the onnx_ir graph the passes produced; the packager reads only the Pr
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -311,8 +312,9 @@ def _share_in_place(steps: list[_PendingStep], sizes: dict[object, int]) -> None
         if src.storage != "arena" or dst.storage != "arena" or sizes[src.key] != sizes[dst.key]:
             continue
         others = [a for j, a in enumerate(st.args) if j != st.in_place[0]]
+        later_args = (a for later in steps[i + 1:] for a in later.args)
         if any(a.storage == "arena" and a.key == src.key
-               for a in others + [a for later in steps[i + 1:] for a in later.args]):
+               for a in itertools.chain(others, later_args)):
             continue
         for later in steps[i:]:
             later.args = [src if a.storage == "arena" and a.key == dst.key else a

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import ctypes
 import json
 import statistics
 import sys
@@ -29,14 +28,14 @@ import numpy as np
 import onnxruntime as ort
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from peak import cached_peak  # noqa: E402
+from program_runner import bind_steps  # noqa: E402
 from table import print_rows  # noqa: E402
 
 from aotc.driver import compile_file  # noqa: E402
 from aotc.package.program import Program  # noqa: E402
-from lowering.search.measure import link_serial  # noqa: E402
 
 # onnxruntime's operators that run a convolution or matrix product (the rest: pooling,
 # element-wise, layout reorders)
@@ -47,24 +46,8 @@ ORT_PRODUCTS = {"Conv", "FusedConv", "NchwcConv", "Gemm", "MatMul", "FusedMatMul
 def aotc_step_times(program: Program, runs: int, rng: np.random.Generator
                     ) -> list[tuple[str, float, float]]:
     """(node, median seconds, flops) per step, in model order."""
-    lib = link_serial(program.kernel_object)
-    arena = np.zeros(program.arena_size + 64, np.uint8)
-    arena_at = arena.ctypes.data + (-arena.ctypes.data) % 64
-    weights = np.frombuffer(program.weights + b"\0" * 64, np.uint8).copy()
-    inputs = [rng.standard_normal(tuple(i.shape)).astype(np.float32) for i in program.inputs]
-    outputs = [np.zeros(tuple(o.shape), np.float32) for o in program.outputs]
-
-    def address(ref) -> int:
-        if ref.storage == "arena":
-            return arena_at + ref.offset
-        if ref.storage == "weight":
-            return weights.ctypes.data + ref.offset
-        return (inputs if ref.storage == "input" else outputs)[ref.offset].ctypes.data
-
-    calls = []
-    for st in program.steps:
-        ptrs = [address(r) for r in st.args]
-        calls.append((getattr(lib, st.kernel), (ctypes.c_void_p * len(ptrs))(*ptrs)))
+    inputs = [rng.standard_normal(tuple(i.shape)) for i in program.inputs]
+    calls, _outs, _keep = bind_steps(program, inputs)
     times: list[list[float]] = [[] for _ in calls]
     for _ in range(runs + 2):  # two warm-up passes
         for j, (fn, args) in enumerate(calls):

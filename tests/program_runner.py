@@ -48,7 +48,10 @@ def compile_onnx(model, input_shapes=None, passes: bool = True) -> Program:
     return compile_model(load_graph(model, input_shapes, passes), host_target())
 
 
-def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def bind_steps(program: Program, inputs: list[np.ndarray]):
+    """The program's steps as calls ready to run, in order: (kernel function, its `bufs`
+    pointer array) each, over one arena, the weights and the given inputs as the C executor
+    lays them out; returns the calls, the output arrays and what must stay alive with them."""
     lib = link_serial(program.kernel_object)
     arena = np.zeros(program.arena_size + 64, dtype=np.uint8)
     arena_base = arena.ctypes.data + (-arena.ctypes.data) % 64
@@ -60,6 +63,7 @@ def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
         assert arr.shape == info.shape, (info.name, arr.shape, info.shape)
         ins.append(arr)
     outs = [np.zeros(o.shape, dtype=np.dtype(DTYPES[o.dtype][1])) for o in program.outputs]
+    calls = []
     for step in program.steps:
         ptrs = []
         for ref in step.args:
@@ -73,7 +77,14 @@ def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
                 ptrs.append(outs[ref.offset].ctypes.data)
         fn = getattr(lib, step.kernel)
         fn.restype = ctypes.c_int32
-        assert fn(None, (ctypes.c_void_p * len(ptrs))(*ptrs), None) == 0
+        calls.append((fn, (ctypes.c_void_p * len(ptrs))(*ptrs)))
+    return calls, outs, (lib, arena, weights, ins)
+
+
+def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    calls, outs, _keep = bind_steps(program, inputs)
+    for fn, ptrs in calls:
+        assert fn(None, ptrs, None) == 0
     return outs
 
 

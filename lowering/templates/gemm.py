@@ -490,22 +490,21 @@ class GemmSpace(ScheduleSpace):
         a_bytes, b_bytes = Mp * K * 4, K * Np * 4
         # an epilogue the micro-kernel does not apply to the tile in registers re-reads the
         # output: an M x NR panel ("n") or an MR x N one ("m")
-        in_place = not self._fuses_epilogue(config)
+        epilogue_pass = not self._fuses_epilogue(config)
         if config["parallel"] == "n":
             # jo > kb > io: a B micro-panel stays resident across the io loop; an A block is
             # reused only by the next N panel, after the whole of A went through the cache
             traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
-            traffic += in_place * Mp * Np * 8 / bw(Mp * blk.nr * 4)
+            traffic += epilogue_pass * Mp * Np * 8 / bw(Mp * blk.nr * 4)
         else:
             # io > kb > jo within chunks of N panels (chunk_panels): a chunk of B is re-read
-            # per M tile from where it fits, all of A once per chunk
+            # per M tile from where half of the cache holds it, all of A once per chunk
             chunk = min(nt, self.chunk_panels(blk))
-            # the chunk stays where half of the cache holds it (see chunk_panels)
             traffic = mt * b_bytes / bw(2 * chunk * K * blk.nr * 4) + \
                 nt * a_bytes / bw(kc * blk.mr * 4)
             if chunk < nt:
                 traffic += math.ceil(nt / chunk) * a_bytes / bw(a_bytes)
-            traffic += in_place * Mp * Np * 8 / bw(blk.mr * chunk * blk.nr * 4)
+            traffic += epilogue_pass * Mp * Np * 8 / bw(blk.mr * chunk * blk.nr * 4)
         traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
         traffic += self._write_back(config, nt)
         t = B * (max(compute, traffic) + STALL * traffic)

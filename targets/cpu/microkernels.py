@@ -27,6 +27,7 @@ the address arithmetic into the loads.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from targets.cpu.target import CpuTarget
@@ -131,9 +132,8 @@ EPILOGUE_PARAMS = ("ptr %bias, i64 %has_bias, i64 %has_lo, float %lo, i64 %has_h
 
 
 class _GemmWriter:
-    def __init__(self, blk: GemmBlock, near: bool = False) -> None:
+    def __init__(self, blk: GemmBlock) -> None:
         self.b = blk
-        self.near = near  # (the convolution kernel) see conv_routine
         self.vt = f"<{blk.lanes} x float>"
         self.mt = f"<{blk.lanes} x i1>"
         self.lines: list[str] = []
@@ -362,13 +362,12 @@ class _GemmWriter:
         return out
 
     def _fma_step(self, kk: str, bk: str, rows: list[str], masks: list[str] | None,
-                  acc: list[list[str]], name, prefetch_a: bool) -> list[list[str]]:
+                  acc: list[list[str]], name, prefetch_rows: Sequence[int] = ()
+                  ) -> list[list[str]]:
         """One k step: the NV vectors of B's row at `bk` (masked loads on tail tiles), and per
         row r the A element at rows[r] + kk*a_ks broadcast into NV fused multiply-adds onto
-        acc[r][v]; the new accumulators are named name(r, v). With `prefetch_a`, A's column
-        PREFETCH_ROWS steps ahead is prefetched: rows a plane apart per step (a convolution's
-        input pixels) defeat the hardware prefetchers; the first, middle and last row cover
-        the lines the column spans at strides up to 2."""
+        acc[r][v]; the new accumulators are named name(r, v). On whole tiles A's column is
+        prefetched %pf_off ahead from each row of `prefetch_rows` (see _ConvWriter)."""
         b, vt = self.b, self.vt
         L = b.lanes
         bvec = []
@@ -383,13 +382,10 @@ class _GemmWriter:
             bvec.append(x)
         aoff = self.t()
         self.emit(f"{aoff} = mul i64 {kk}, %a_ks")
-        if prefetch_a and masks is None and PREFETCH_ROWS:
-            # (rows less than a line apart: the first and last row's lines are all of them; a
-            # third prefetch per step measured 2-9 % on such layers, its load-port slot and uop)
-            for r in sorted({0, b.mr - 1} if self.near else {0, b.mr // 2, b.mr - 1}):
-                q = self.t()
-                self.emit(f"{q} = getelementptr float, ptr {rows[r]}, i64 {aoff}")
-                self.prefetch(q)
+        for r in prefetch_rows if masks is None else ():
+            q = self.t()
+            self.emit(f"{q} = getelementptr float, ptr {rows[r]}, i64 {aoff}")
+            self.prefetch(q)
         new = [[""] * b.nv for _ in range(b.mr)]
         for r in range(b.mr):
             p, x = self.t(), self.t()
@@ -449,8 +445,7 @@ class _GemmWriter:
                 self.emit(f"{q} = getelementptr i8, ptr {bk}, i64 {line * 64}")
                 self.prefetch(q)
         # the new accumulators carry fixed names: the phis above refer to them
-        self._fma_step(kk, bk, self.arow, masks, acc, lambda r, v: f"%{tag}.new{r}_{v}",
-                       prefetch_a=False)
+        self._fma_step(kk, bk, self.arow, masks, acc, lambda r, v: f"%{tag}.new{r}_{v}")
         self.emit(f"{knext} = add nsw i64 {kk}, 1")
         self.emit(f"br label %{head}")
         self.label(exit_)
@@ -487,6 +482,17 @@ class _ConvWriter(_GemmWriter):
     + res[j*ldc + r] (a residual laid out like C) and the clamps (see _clamp) on the
     transposed vectors, right before each store.
     """
+
+    def __init__(self, blk: GemmBlock, near: bool = False) -> None:
+        super().__init__(blk)
+        self.near = near  # see conv_routine
+        # Rows a plane apart per k step defeat the hardware prefetchers, so each step
+        # prefetches its input column PREFETCH_PIXEL_STEPS ahead: the first, middle and last
+        # row cover the lines it spans at strides up to 2; rows less than a line apart (near)
+        # are covered by the first and last (a third prefetch per step measured 2-9 % on such
+        # layers, its load-port slot and uop).
+        rows = {0, blk.mr - 1} if near else {0, blk.mr // 2, blk.mr - 1}
+        self.prefetch_rows = sorted(rows) if PREFETCH_PIXEL_STEPS else []
 
     def text(self) -> tuple[str, list[str]]:
         b, vt, mt = self.b, self.vt, self.mt
@@ -713,7 +719,7 @@ class _ConvWriter(_GemmWriter):
                     self.prefetch(q, "%pfb_off")
             grid = [cur[r * b.nv:(r + 1) * b.nv] for r in range(b.mr)]
             new = self._fma_step(kk, bk, rows, masks, grid, lambda r, v: self.t(),
-                                 prefetch_a=True)
+                                 self.prefetch_rows)
             return [x for row in new for x in row]
 
         return self._loop(f"{tag}.k{tflat[2:]}", "%k", None, acc, step)[0]
