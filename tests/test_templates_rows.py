@@ -97,16 +97,18 @@ def test_argmax_rows():
     check_node("ArgMax", [rand(6, 33)], axis=-1)
 
 
-def test_row_knobs_against_numpy():
-    """Every configuration of the space (accumulators, rows per chunk, reuse, reciprocal)."""
-    shape = (7, 53)
+@pytest.mark.parametrize("shape", [(7, 53), (20, 53)])
+def test_row_knobs_against_numpy(shape):
+    """Every configuration of the space (accumulators, rows per chunk, rows taken together,
+    reuse, reciprocal); 20 rows: groups of 2 and 4 rows, a last chunk of 16 holding 4 rows."""
     x = rand(*shape) * 3
     phs, outs = lowered("Softmax", [x], {"axis": -1}, [shape])
     space = select.space_for(phs, outs, [None], host_target())
     e = np.exp(x - x.max(-1, keepdims=True))
     want = e / e.sum(-1, keepdims=True)
     configs = all_configs(space)
-    assert {k.name for k in space.knobs} >= {"accumulators", "rows_per_chunk", "reuse"}
+    assert {k.name for k in space.knobs} >= {"accumulators", "rows_per_chunk", "reuse",
+                                              "rows_together"}
     for cfg in configs:
         (got,) = run_kernel(space.build(cfg, "k").kernel, [x])
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7, err_msg=str(cfg))
@@ -121,9 +123,27 @@ def test_row_kernel_is_one_pass_over_rows():
     loop = kernel.stages[0]
     assert isinstance(loop, For) and loop.kind == "parallel"
     text = format_kernel(kernel)
-    assert text.count("exp(") == 1  # the output row holds exp(x - max); rescaled in place
+    # the output row holds exp(x - max), rescaled in place: one exp per row taken together
+    assert text.count("exp(") == space.default_config()["rows_together"] == 4
     # scratch is per chunk of rows, not per element
     assert all(b.size <= shape[0] for b in kernel.buffers if b.role == "scratch")
+
+
+def test_rows_taken_together_share_column_loops():
+    """Four rows per column loop: as many loops as for one row, each row's statistic in its
+    own slot, and the same numbers."""
+    shape = (8, 96)
+    x = rand(*shape) * 3
+    phs, outs = lowered("Softmax", [x], {"axis": -1}, [shape])
+    space = select.space_for(phs, outs, [None], host_target())
+    one, four = ({**space.default_config(), "rows_together": r} for r in (1, 4))
+    k1, k4 = space.build(one, "k").kernel, space.build(four, "k").kernel
+    assert len(_loops(k4.stages[0], [])) == len(_loops(k1.stages[0], []))
+    assert format_kernel(k4).count("exp(") == 4
+    assert all(b.shape[0] == 8 for b in k4.buffers if b.role == "scratch")
+    (a,) = run_kernel(k1, [x])
+    (b,) = run_kernel(k4, [x])
+    np.testing.assert_array_equal(a, b)
 
 
 def _loops(stmt, out):

@@ -35,6 +35,8 @@ ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint
             "bool": 1}
 # Rows shorter than this are not worth a template (the default schedule does as well).
 MIN_ROW = 8
+# cycles per step of a reduction's final combine (a float add or a NaN-aware max)
+COMBINE_LATENCY = 4
 
 
 def _c(v: int) -> te.Const:
@@ -246,6 +248,9 @@ class RowSpace(ScheduleSpace):
         self.knobs = [
             Knob("accumulators", (4, 2, 1, 8)),  # vectors of partial results per reduction
             Knob("rows_per_chunk", (1, 4, 16)),  # rows one parallel iteration runs
+            # rows whose passes share one column loop: their reductions' final combines
+            # (a serial chain over the lanes each) then overlap instead of running in turn
+            Knob("rows_together", (4, 2, 1)),
         ]
         if any(s.reuse_into is not None for s in plan.stages):
             self.knobs.append(Knob("reuse", (True, False)))
@@ -258,10 +263,13 @@ class RowSpace(ScheduleSpace):
 
     def cost(self, config: Config) -> float:
         """Cycles per row: each pass streams the row from L1 at one vector per cycle, a math
-        call costs ~10 vector ops, and a reduction with one accumulator waits on its latency."""
+        call costs ~10 vector ops, a reduction with one accumulator waits on its latency, and
+        its final combine (accumulators, then lanes, one after another) is a chain of
+        latencies that rows taken together overlap."""
         lanes = lanes_of(self.target, "float32")
         acc = int(config["accumulators"])  # type: ignore[call-overload]
         reuse = bool(config.get("reuse", False))
+        together = _RowBuilder.together_of(self.plan, config)
         cycles = 0.0
         for s in self.plan.stages:
             n = self.plan.row_len if (s.full or s.reduce is not None) else 1
@@ -270,6 +278,8 @@ class RowSpace(ScheduleSpace):
                 calls += 1
             per_vec = 1 + 10 * calls + (4 / acc if s.reduce is not None else 0)
             cycles += n / lanes * per_vec
+            if s.reduce is not None:
+                cycles += COMBINE_LATENCY * (acc + lanes) / together
         chunk = int(config["rows_per_chunk"])  # type: ignore[call-overload]
         cycles += 20 / chunk  # per-chunk loop overhead
         return self.plan.rows * cycles / 2.5e9
@@ -308,7 +318,9 @@ class _RowBuilder:
         self.target = space.target
         self.name = name
         self.interleave = int(config["accumulators"])  # type: ignore[call-overload]
-        self.chunk = min(int(config["rows_per_chunk"]), self.plan.rows)  # type: ignore[call-overload]
+        self.together = self.together_of(self.plan, config)
+        chunk = min(int(config["rows_per_chunk"]), self.plan.rows)  # type: ignore[call-overload]
+        self.chunk = -(-chunk // self.together) * self.together
         self.reuse = bool(config.get("reuse", True))
         self.reciprocal = bool(config.get("reciprocal", True))
         self.nchunks = -(-self.plan.rows // self.chunk)
@@ -320,10 +332,17 @@ class _RowBuilder:
         for t in space.outputs:
             self._add(t, "output", t.shape)
         k = len(self.plan.outer)
-        for s in self.plan.stages:
+        for s in self.plan.stages:  # one slot per row taken together, per chunk
             if id(s.tensor) not in self.buf:
-                self._add(s.tensor, "scratch", (self.nchunks, *s.tensor.shape[k:]))
+                self._add(s.tensor, "scratch",
+                          (self.nchunks * self.together, *s.tensor.shape[k:]))
                 self.scratch.add(id(s.tensor))
+
+    @staticmethod
+    def together_of(plan: RowPlan, config: Config) -> int:
+        """Rows per column loop: the knob's value where it divides the rows, else 1."""
+        r = int(config.get("rows_together", 1))  # type: ignore[call-overload]
+        return r if plan.rows % r == 0 else 1
 
     def _add(self, t: te.Tensor, role: str, shape: tuple[int, ...]) -> None:
         b = Buffer(f"{role[0]}{len(self.buffers)}", t.dtype, shape, role)
@@ -333,19 +352,27 @@ class _RowBuilder:
     # kernel -------------------------------------------------------------------------------
     def kernel(self) -> Kernel:
         ch = te.Var("chunk")
-        if self.chunk == 1:
-            body = self._row(ch, ch)
+        R = self.together
+        slots = [ch * R + j if R > 1 else ch for j in range(R)]
+        if self.chunk == R:
+            body = self._rows([ch * R + j if R > 1 else ch for j in range(R)], slots)
         else:
-            rr = te.Var("r")
-            extent = te.minimum(_c(self.chunk), _c(self.plan.rows) - ch * self.chunk)
+            # groups of R rows; the rows are a multiple of R (together_of), so is the last
+            # chunk's share of them
+            g = te.Var("g")
+            groups = self.chunk // R
+            extent = te.minimum(_c(groups), (_c(self.plan.rows) - ch * self.chunk) // R)
             if self.plan.rows % self.chunk == 0:
-                extent = _c(self.chunk)
-            body = For(rr, extent, "serial", self._row(ch * self.chunk + rr, ch))
+                extent = _c(groups)
+            first = ch * self.chunk + g * R
+            body = For(g, extent, "serial",
+                       self._rows([first + j if j else first for j in range(R)], slots))
         work = self.plan.rows * self.plan.row_len
         kind = "parallel" if self.nchunks >= 2 and work >= PARALLEL_MIN_WORK else "serial"
         return Kernel(self.name, self.buffers, [For(ch, _c(self.nchunks), kind, body)])
 
-    def _row(self, row: te.Expr, slot: te.Expr) -> Stmt:
+    def _at_row(self, row: te.Expr, slot: te.Expr) -> None:
+        """Make `row` (its statistics and intermediates at `slot`) the one lowered next."""
         self.row, self.slot = row, slot
         # the row's multi-index, for loads that do not follow the row layout
         self.row_index: dict[te.Var, te.Expr] = {}
@@ -355,11 +382,31 @@ class _RowBuilder:
             v = self.plan.rows_vars[d]
             self.row_index[v] = _c(0) if ext == 1 else (rest if d == 0 else rest % ext)
             rest = rest // ext
-        return Seq([self._stage(s) for s in self.plan.stages])
 
-    def _stage(self, s: RowStage) -> Stmt:
+    def _rows(self, rows: list[te.Expr], slots: list[te.Expr]) -> Stmt:
+        """Each stage for all `rows`: one column loop whose body holds every row's element."""
+        out: list[Stmt] = []
+        for s in self.plan.stages:
+            cols = [te.Var(f"c{j}") for j in range(len(self.plan.inner))]
+            inits: list[Stmt] = []
+            bodies: list[Stmt] = []
+            for row, slot in zip(rows, slots, strict=True):
+                self._at_row(row, slot)
+                init, body = self._stage(s, cols)
+                inits += [init] if init is not None else []
+                bodies.append(body)
+            body = bodies[0] if len(bodies) == 1 else Seq(bodies)
+            if not s.full and s.reduce is None:  # a statistic from statistics: no loop
+                out += [body]
+                continue
+            out += inits + [self._col_loops(cols, body, self.interleave if s.reduce else 0)]
+        return Seq(out)
+
+    def _stage(self, s: RowStage, cols: list[te.Var]) -> tuple[Stmt | None, Stmt]:
+        """The current row's part of stage `s`: the statement that starts a reduction (or
+        None) and the one run per column (a per-row statistic: the one statement)."""
         if s.reduce is not None:
-            return self._reduction(s)
+            return self._reduction(s, cols)
         body = s.body
         key = self.plan.reuse_key.get(id(s.tensor))
         if key is not None and self.reuse:
@@ -368,11 +415,10 @@ class _RowBuilder:
         if self.reciprocal and s.full:
             body = _by_reciprocal(body, self.plan.col_vars)
         if not s.full:
-            return Store(self.buf[id(s.tensor)], self._index(s.tensor, []), self.lower(body))
-        cols = [te.Var(f"c{j}") for j in range(len(self.plan.inner))]
-        store = Store(self.buf[id(s.tensor)], self._index(s.tensor, cols),
-                      self._cols(self.lower(body), cols))
-        return self._col_loops(cols, store)
+            return None, Store(self.buf[id(s.tensor)], self._index(s.tensor, []),
+                               self.lower(body))
+        return None, Store(self.buf[id(s.tensor)], self._index(s.tensor, cols),
+                           self._cols(self.lower(body), cols))
 
     def _col_loops(self, cols: list[te.Var], body: Stmt, interleave: int = 0) -> Stmt:
         flat = self._one_column_loop(cols, body)
@@ -408,15 +454,15 @@ class _RowBuilder:
     def _cols(self, e: te.Expr, cols: Sequence[te.Expr]) -> te.Expr:
         return te.substitute(e, dict(zip(self.plan.col_vars, cols, strict=True)))
 
-    def _reduction(self, s: RowStage) -> Stmt:
+    def _reduction(self, s: RowStage, cols: list[te.Var]) -> tuple[Stmt, Stmt]:
         """The statistic accumulates in place over the row; the innermost column loop is
         vectorised with `accumulators` vectors in flight (LLVM keeps them in registers and
-        combines them at the end; a forced vectorisation may reorder the float reduction)."""
+        combines them at the end; a forced vectorisation may reorder the float reduction).
+        Returns the statistic's initial store and the update per column."""
         assert s.reduce is not None
         comb = s.reduce.combiner
         stat = self.buf[id(s.tensor)]
         at = self._index(s.tensor, [])
-        cols = [te.Var(f"c{j}") for j in range(len(self.plan.inner))]
         v = self._cols(self.lower(s.body), cols)
         out = s.reuse_into if self.reuse else None
         update: Stmt
@@ -426,8 +472,7 @@ class _RowBuilder:
             ob, oi = self.buf[id(out)], self._index(out, cols)
             update = Seq([Store(ob, oi, v),
                           Store(stat, at, combine(comb, BufLoad(stat, at), BufLoad(ob, oi)))])
-        nest = self._col_loops(cols, update, self.interleave)
-        return Seq([Store(stat, at, self.lower(s.reduce.init)), nest])
+        return Store(stat, at, self.lower(s.reduce.init)), update
 
     # expressions --------------------------------------------------------------------------
     def _index(self, t: te.Tensor, cols: Sequence[te.Expr]) -> te.Expr:
