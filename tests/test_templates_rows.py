@@ -302,3 +302,34 @@ def test_short_row_reductions_stay_loops_for_the_vectorizer(cols, kept):
     mb = ModuleBuilder(NAMED_TARGETS["cpu-avx512"])
     mb.add_kernel(space.build(space.default_config(), "k").kernel)
     assert ("llvm.loop.unroll.disable" in mb.text()) == kept
+
+
+
+def test_max_pool_combines_taps_as_a_tree():
+    """The 3x3 window's maxima combine pairwise (10 leaves with the initial value: 4 levels,
+    not a chain of 9), and give bit for bit what the default schedule's chain gives, NaNs
+    (ignored unless the whole window is NaN), signed zeros and infinities included."""
+    from lowering.search.default_space import DefaultSpace
+
+    shape, out = (1, 3, 12, 100), (1, 3, 6, 50)
+    x = rand(*shape)
+    x[0, 0, 2:6, 10:20] = np.nan  # whole windows of NaN and partly NaN ones
+    x[0, 1] = -0.0  # windows of -0 only, and windows that see a +0 too
+    x[0, 1, 6:, ::5] = 0.0
+    x[0, 2, ::2, ::2] = -np.inf
+    x[0, 2, 5, 40:60] = np.inf
+    phs, outs = lowered("MaxPool", [x], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1],
+                                         "strides": [2, 2]}, [out])
+    space = select.space_for(phs, outs, [None], host_target())
+    assert space.kind == "depthwise"
+    default = DefaultSpace(phs, outs, [None], host_target())
+    (want,) = run_kernel(default.build(default.default_config(), "d").kernel, [x])
+    # an all-NaN window keeps the initial -inf; -0 below +0
+    assert np.isneginf(want[0, 0]).any() and (np.signbit(want) & (want == 0)).any()
+    assert (~np.signbit(want[0, 1]) & (want[0, 1] == 0)).any()
+    for cfg in all_configs(space):
+        (got,) = run_kernel(space.build(cfg, "k").kernel, [x])
+        np.testing.assert_array_equal(got, want, err_msg=str(cfg))
+        assert np.array_equal(np.signbit(got), np.signbit(want)), cfg
+    text = format_kernel(space.build(space.default_config(), "k").kernel)
+    assert "max(max(max(max(" in text and "max(max(max(max(max(" not in text
