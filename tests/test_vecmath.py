@@ -17,6 +17,7 @@ import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
+from targets.cpu.target import NAMED_TARGETS, host_target, target_machine
 from targets.cpu.vecmath import MATH_FUNCTIONS, math_ir
 
 F32 = np.float32
@@ -80,7 +81,10 @@ class Compiled:
         _init_llvm()
         arity = 2 if name == "pow" else 1
         loop = (_LOOP2 if arity == 2 else _LOOP1).replace("FN", MATH_FUNCTIONS[name])
-        src = math_ir([name]) + loop + _LOOP_MD
+        # as the code generator emits it for this CPU (the host) or for the one named
+        self.scale_instruction = not cpu and features is None and \
+            host_target().scales_by_instruction
+        src = math_ir([name], self.scale_instruction) + loop + _LOOP_MD
         mod = llvm.parse_assembly(src)
         mod.verify()
         target = llvm.Target.from_default_triple()
@@ -300,6 +304,41 @@ def test_exp_attention_mask() -> None:
     assert not np.isnan(got).any()
     assert list(got[:4]) == [0.0, 0.0, 0.0, 0.0]
     assert got[4] == 1.0
+
+
+@pytest.mark.parametrize("target,scaled", [("cpu-avx512", True), ("cpu-avx2", False),
+                                            ("aarch64", False)])
+def test_exp_scales_by_one_instruction_where_there_is_one(target: str, scaled: bool) -> None:
+    """On AVX-512, exp scales p by 2^n with llvm.ldexp, which becomes vscalefps (one rounding,
+    denormals and overflow included); elsewhere ldexp would be a libm call, so exp builds
+    the two factors 2^n1 * 2^n2 from the exponent bits instead."""
+    t = NAMED_TARGETS[target]
+    assert t.scales_by_instruction is scaled
+    src = math_ir(["exp"], t.scales_by_instruction) + _LOOP1.replace("FN", "aotc_expf") + _LOOP_MD
+    mod = llvm.parse_assembly(src)
+    tm = target_machine(t)
+    mod.triple = t.triple
+    mod.data_layout = str(tm.target_data)
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    asm = tm.emit_assembly(mod)
+    assert ("vscalefps" in asm) is scaled
+    assert "ldexp" not in asm.replace("llvm.ldexp", "")  # no libm call either way
+
+
+def test_exp_scaled_and_built_factors_agree() -> None:
+    """Where the host has the scale instruction, both forms of exp give the same floats over
+    the whole range (the accuracy and special-value tests above run the host's form)."""
+    if not host_target().scales_by_instruction:
+        pytest.skip("the host has no vscalefps: the tests above ran the built factors")
+    x = np.concatenate([spread(-110.0, 95.0, 400_000, seed=3),
+                        np.linspace(-104, -86, 20001, dtype=F32),
+                        np.array([0.0, -0.0, INF, -INF, NAN, 88.7229, -103.27893], F32)])
+    scaled = compiled("exp")
+    built = Compiled("exp", llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten())
+    assert scaled.scale_instruction and not built.scale_instruction
+    np.testing.assert_array_equal(scaled(x), built(x))
 
 
 # ------------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ class ModuleBuilder:
             "",
         ]
         if self.math and vecmath is not None:
-            parts.append(vecmath.math_ir(sorted(self.math)))
+            parts.append(vecmath.math_ir(sorted(self.math), self.target.scales_by_instruction))
         parts += self.routines.values()
         parts += self.functions
         parts += self.metadata

@@ -34,6 +34,12 @@ class CpuTarget:
     def is_x86(self) -> bool:
         return self.triple.startswith("x86_64")
 
+    @property
+    def scales_by_instruction(self) -> bool:
+        """Whether x * 2^n is one vector instruction (AVX-512's vscalefps, which `llvm.ldexp`
+        becomes); elsewhere LLVM would turn `llvm.ldexp` into `ldexpf` calls."""
+        return self.is_x86 and "avx512f" in _enabled(self.features)
+
 
 @functools.cache
 def _init_llvm() -> None:

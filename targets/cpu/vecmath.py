@@ -4,7 +4,8 @@ LLVM turns ``llvm.exp.v16f32`` (and friends) into sixteen scalar ``expf`` calls,
 generator does not use the libm intrinsics: it calls the functions defined here from its loops.
 Each one is ``define internal float @aotc_…(float) alwaysinline`` and uses only arithmetic,
 ``fcmp``/``select``, ``bitcast`` and integer operations and the intrinsics ``llvm.fmuladd``,
-``llvm.fabs`` and ``llvm.copysign``.  There are no branches, no libm calls and no rounding
+``llvm.fabs`` and ``llvm.copysign`` (and ``llvm.ldexp`` where it is one instruction, see
+``math_ir``).  There are no branches, no libm calls and no rounding
 intrinsics (``llvm.rint``/``llvm.floor`` become ``rintf``/``floorf`` calls on x86 targets without
 SSE4.1), so after inlining the loop vectorizer widens them on every target.
 
@@ -74,9 +75,10 @@ _NAN_F = "0x7FF8000000000000"  # quiet NaN (float or double)
 class _Fn:
     """Straight-line IR builder for one function body (all values are SSA temporaries)."""
 
-    def __init__(self) -> None:
+    def __init__(self, scale_instruction: bool = False) -> None:
         self.lines: list[str] = []
         self.n = 0
+        self.scale_instruction = scale_instruction  # see math_ir
 
     def emit(self, rhs: str) -> str:
         self.n += 1
@@ -184,9 +186,12 @@ def _exp_body(b: _Fn, x: str) -> str:
     r2 = b.fmul(r, r)
     p = b.fma(r2, b.horner(r, _EXP_P), r)
     p = b.fadd(p, b.c(1.0))
+    n = b.iop("sub", b.bitcast(kd, "float", "i32"), str(_SHIFT_F_BITS))
+    if b.scale_instruction:  # p * 2^n rounded once (denormals and overflow included)
+        res = b.emit(f"call float @llvm.ldexp.f32.i32(float {p}, i32 {n})")
+        return b.select(b.fcmp("uno", x, x), x, res)
     # 2^n as 2^n1 * 2^n2 (n in [-150, 128]) so that denormal results get a single rounding and
     # overflow happens exactly where the true value overflows.
-    n = b.iop("sub", b.bitcast(kd, "float", "i32"), str(_SHIFT_F_BITS))
     n1 = b.iop("ashr", n, "1")
     n2 = b.iop("sub", n, n1)
     s1 = b.bitcast(b.iop("shl", b.iop("add", n1, "127"), "23"), "i32", "float")
@@ -404,9 +409,9 @@ _DEFS: dict[str, tuple[_Body, int, tuple[str, ...]]] = {
 }
 
 
-def _define(name: str) -> str:
+def _define(name: str, scale_instruction: bool) -> str:
     body, arity, _ = _DEFS[name]
-    b = _Fn()
+    b = _Fn(scale_instruction)
     args = ["%x", "%y"][:arity]
     res = body(b, *args)
     params = ", ".join(f"float {a}" for a in args)
@@ -416,11 +421,13 @@ def _define(name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def math_ir(names: Iterable[str]) -> str:
+def math_ir(names: Iterable[str], scale_instruction: bool = False) -> str:
     """LLVM IR text defining the functions for ``names`` (keys of ``MATH_FUNCTIONS``) and the
     functions they call, to append to a module. Intrinsics are not declared: the LLVM 22 parser
     declares the ones a module uses, so the text never clashes with the module's own
-    declarations. Each function is defined once, in dependency order."""
+    declarations. Each function is defined once, in dependency order. `scale_instruction`:
+    the target computes x * 2^n in one instruction (``CpuTarget.scales_by_instruction``), so
+    exp scales its result by ``llvm.ldexp`` rather than by two exponent-built factors."""
     order: list[str] = []
 
     def visit(n: str) -> None:
@@ -434,4 +441,4 @@ def math_ir(names: Iterable[str]) -> str:
 
     for n in names:
         visit(n)
-    return "\n".join(_define(n) for n in order)
+    return "\n".join(_define(n, scale_instruction) for n in order)
