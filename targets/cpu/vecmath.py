@@ -187,9 +187,9 @@ def _exp_body(b: _Fn, x: str) -> str:
     p = b.fma(r2, b.horner(r, _EXP_P), r)
     p = b.fadd(p, b.c(1.0))
     n = b.iop("sub", b.bitcast(kd, "float", "i32"), str(_SHIFT_F_BITS))
-    if b.scale_instruction:  # p * 2^n rounded once (denormals and overflow included)
-        res = b.emit(f"call float @llvm.ldexp.f32.i32(float {p}, i32 {n})")
-        return b.select(b.fcmp("uno", x, x), x, res)
+    if b.scale_instruction:  # p * 2^n rounded once (denormals and overflow included); a NaN
+        # input went through the clamp and the polynomial as a NaN, which the scaling keeps
+        return b.emit(f"call float @llvm.ldexp.f32.i32(float {p}, i32 {n})")
     # 2^n as 2^n1 * 2^n2 (n in [-150, 128]) so that denormal results get a single rounding and
     # overflow happens exactly where the true value overflows.
     n1 = b.iop("ashr", n, "1")
