@@ -253,12 +253,15 @@ def _dw_numpy(x, wt, b, stride, pad):
 
 
 @pytest.mark.parametrize("relu", [False, True])
-def test_depthwise_knobs_and_epilogue(relu):
-    ins, outs = _dw_tensors(relu=relu)
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_knobs_and_epilogue(relu, stride):
+    """Every configuration against numpy; at stride 1 that includes the padded-plane form."""
+    ins, outs = _dw_tensors(stride=stride, relu=relu)
     space = select.space_for(ins, outs, [None] * 3, host_target())
     assert space.kind == "depthwise"
+    assert ("plane" in {k.name for k in space.knobs}) == (stride == 1)
     x, wt, b = rand(1, 5, 9, 21), rand(5, 1, 3, 3), rand(5)
-    want = _dw_numpy(x, wt, b, 2, 1)
+    want = _dw_numpy(x, wt, b, stride, 1)
     if relu:
         want = np.maximum(want, 0)
     for cfg in all_configs(space):
@@ -285,6 +288,33 @@ def test_depthwise_reads_input_without_conditions():
     text = format_kernel(kernel)
     assert "select(" not in text and "vectorize" in text
     assert not _stores_with_select(kernel.stages[0])
+
+
+def test_depthwise_short_rows_run_over_the_padded_plane():
+    """A 7x7 depthwise layer: the cost model picks the padded-plane form, whose window is one
+    vector loop over the plane in the padded pitch ((7-1)*9 + 7 = 61 positions), every tap a
+    plain load at the loop index plus a constant (no select, no condition); rows of 7 would
+    have been a 5-wide interior run between two scalar borders per row."""
+    from lowering.search.tuner import Tuner
+
+    ins, outs = _dw_tensors(c=24, h=7, w=7, stride=1, pad=1, relu=True)
+    space = select.space_for(ins, outs, [None] * 3, host_target())
+    cfg = Tuner().choose(space)
+    assert cfg["plane"] == "padded"
+    assert space.cost(cfg) < space.cost({**cfg, "plane": "rows"})
+    kernel = space.build(cfg, "k").kernel
+    chunk = kernel.stages[0]
+    assert isinstance(chunk, For) and isinstance(chunk.body, For)
+    loops = _loops(chunk, [])
+    window = [lp for lp in loops if lp[0] == "v"]
+    assert len(window) == 1 and window[0][1].value == 61 and window[0][2] == "vectorize"
+    stages = chunk.body.body.stmts
+    window_loop = next(st for st in stages if isinstance(st, For) and st.var.name == "v")
+    assert "select(" not in repr(window_loop.body)
+    x, wt, b = rand(1, 24, 7, 7), rand(24, 1, 3, 3), rand(24)
+    (got,) = run_kernel(kernel, [x, wt, b])
+    np.testing.assert_allclose(got, np.maximum(_dw_numpy(x, wt, b, 1, 1), 0), rtol=1e-5,
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("cols,kept", [(49, True), (128, False)])

@@ -14,7 +14,10 @@ see the same set of in-bounds taps (computed from the padding condition, per axi
 interior run has every tap and is vectorised over `ow` with all kh x kw taps unrolled and no
 conditions; the border runs (a few rows/columns) drop their out-of-bounds taps at compile
 time. Taps are summed in the reduction's own order (init, then r0, r1), so results equal the
-default schedule's; maxima, exactly associative, combine as a balanced tree (same results). Knob: output rows computed per interior iteration (they share input rows).
+default schedule's; maxima, exactly associative, combine as a balanced tree (same results).
+At stride 1 a second form (knob `plane`) copies each plane into a scratch with its padding and
+runs the window as one vector loop over the plane in the padded row pitch (`padded_kernel`):
+short rows (7x7, 14x14) no longer pay a loop and two scalar borders per row. Knob: output rows computed per interior iteration (they share input rows).
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ MAX_RUNS = 8
 # vector loops beat this template's short interior runs (3x3/2 max pools, one core: 16 and 32
 # wide 1.4-1.9x slower here, 56 and 64 wide 2.2-2.6x faster).
 POOL_MIN_WIDTH = 48
+# cycles of loop overhead per loop over a run of outputs (set-up, remainder, scalar borders)
+PIECE_CYCLES = 20
+# planes per parallel iteration of the padded-plane form (they share one scratch slot)
+PLANES_PER_CHUNK = 8
 
 
 def _c(v: int) -> te.Const:
@@ -263,19 +270,36 @@ class DepthwiseSpace(ScheduleSpace):
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
         self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
+        if _padded_plane_ok(pat):
+            self.knobs.append(Knob("plane", ("rows", "padded")))
 
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
-        return BuiltKernel(_Builder(self, int(config["rows"]), name).kernel())  # type: ignore[call-overload]
+        b = _Builder(self, int(config["rows"]), name)  # type: ignore[call-overload]
+        return BuiltKernel(b.padded_kernel() if config.get("plane") == "padded" else b.kernel())
 
     def cost(self, config: Config) -> float:
-        """Vector loads dominate: kh*kw per output vector, shared between rows of a block."""
+        """Vector loads dominate: kh*kw per output vector, shared between rows of a block;
+        each loop over a run of a row (or over a plane's stage) costs PIECE_CYCLES besides,
+        which is what short rows pay for most. The padded-plane form copies the plane into
+        its padding, computes one vector loop over the plane in the padded row pitch and
+        copies the output rows out."""
         pat = self.pat
         lanes = getattr(self.target, "vector_lanes_f32", 4)
+        taps = pat.h.taps * pat.w.taps
+        planes = math.prod(pat.conv.shape[:2])
+        if config.get("plane") == "padded":
+            hp, wp = len(pat.h.valid), len(pat.w.valid)
+            virtual = (pat.h.out - 1) * wp + pat.w.out
+            per_plane = (hp * wp / lanes + math.ceil(virtual / lanes) * max(taps / 2, 1)
+                         + pat.h.out * (math.ceil(pat.w.out / lanes) + PIECE_CYCLES)
+                         + 3 * PIECE_CYCLES)
+            return planes * per_plane / 2.5e9
         rows = int(config["rows"])  # type: ignore[call-overload]
         taps_h = pat.h.taps
         loads_per_row = (taps_h + (rows - 1) * min(taps_h, pat.h.stride)) * pat.w.taps / rows
         vectors = math.prod(pat.conv.shape) / lanes
-        return vectors * max(loads_per_row / 2, taps_h * pat.w.taps / 2) / 2.5e9
+        pieces = planes * pat.h.out * len(pat.w.runs())
+        return (vectors * max(loads_per_row / 2, taps / 2) + pieces * PIECE_CYCLES) / 2.5e9
 
 
 class _Builder:
@@ -360,6 +384,12 @@ class _Builder:
             acc = _balanced(pat.combiner, leaves)
         elif pat.weight is None:  # sums in the reduction's own order (= default schedule's)
             acc = functools.reduce(lambda a, b: combine(pat.combiner, a, b), leaves)
+        return self._output(env, oh, ow, acc)
+
+    def _output(self, env: dict[te.Var, te.Expr], oh: te.Expr, ow: te.Expr,
+                acc: te.Expr) -> Stmt:
+        """The store of output (oh, ow): the window's value `acc` through the epilogue."""
+        pat = self.pat
         target = pat.conv
         if pat.epilogue is not None:
             target = pat.epilogue
@@ -370,6 +400,80 @@ class _Builder:
                                                                strict=True))))
         ob = self.buf[id(target)]
         return Store(ob, flat_index(ob, [env[pat.n], env[pat.k], oh, ow]), acc)
+
+    def padded_kernel(self) -> Kernel:
+        """Short rows: each plane is copied into a scratch with its padding (the combiner's
+        identity) around it, and the window is computed by ONE vector loop over the plane
+        in the padded row pitch, v = oh*Wp + ow, where every tap is the load at v plus a
+        constant; the Wp - OW positions past each row's end are thrown away when the output
+        rows are copied out. A 7x7 plane is then 4 vectors per tap instead of 7 rows of a
+        5-wide interior run between two scalar borders. Stride 1 only (_padded_plane_ok)."""
+        pat = self.pat
+        nb, kb = pat.conv.shape[:2]
+        hp, wp = len(pat.h.valid), len(pat.w.valid)
+        oh_n, ow_n = pat.h.out, pat.w.out
+        virtual = (oh_n - 1) * wp + ow_n
+        planes = nb * kb
+        chunks = -(-planes // PLANES_PER_CHUNK)
+        ident = te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
+        pad = Buffer(f"s{len(self.buffers)}", pat.x.dtype, (chunks, hp * wp), "scratch")
+        self.buffers.append(pad)
+        virt = Buffer(f"s{len(self.buffers)}", pat.conv.dtype, (chunks, virtual), "scratch")
+        self.buffers.append(virt)
+        ch, j = te.Var("chunk"), te.Var("j")
+        plane = ch * PLANES_PER_CHUNK + j
+        self.env = {pat.n: plane // kb, pat.k: plane % kb}
+        env = self.env
+        chan = te.substitute(pat.chan, env)
+        xb = self.buf[id(pat.x)]
+        p0, v0 = ch * (hp * wp), ch * virtual
+        (h0, h1), (w0, w1) = _valid_run(pat.h.valid), _valid_run(pat.w.valid)
+        ph, pw, v = te.Var("ph"), te.Var("pw"), te.Var("v")
+        # the padded copy: rows of padding, then input rows with padding at both ends (the
+        # code generator splits the row loop where the condition changes)
+        fill = For(pw, _c(wp), "vectorize", Store(pad, p0 + ph * wp + pw, ident))
+        inside = te.Binary("and", te.Binary("ge", pw, _c(w0)), te.Binary("lt", pw, _c(w1)))
+        src = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ph - pat.h.shift,
+                                          te.minimum(te.maximum(pw - pat.w.shift, _c(0)),
+                                                     _c(pat.x.shape[3] - 1))]))
+        copy = For(pw, _c(wp), "vectorize", Store(pad, p0 + ph * wp + pw,
+                                                  te.select(inside, src, ident)))
+        stages: list[Stmt] = []
+        if h0 > 0:
+            stages.append(For(ph, _c(h0), "serial", fill))
+        stages.append(For(ph, _c(h1), "serial", copy, start=_c(h0)))
+        if h1 < hp:
+            stages.append(For(ph, _c(hp), "serial", fill, start=_c(h1)))
+        # the window over the plane in the padded pitch, taps in the reduction's order
+        acc = self._lower(te.substitute(pat.init, env))
+        leaves = [acc]
+        for r0 in range(pat.h.taps):
+            dh = r0 * pat.h.dilation + pat.h.offset
+            for r1 in range(pat.w.taps):
+                xv = BufLoad(pad, p0 + v + (dh * wp + r1 * pat.w.dilation + pat.w.offset))
+                if pat.weight is None:
+                    leaves.append(xv)
+                else:
+                    wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
+                    acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
+        if pat.weight is None:
+            acc = _balanced(pat.combiner, leaves) if pat.combiner == "max" else \
+                functools.reduce(lambda a, b: combine(pat.combiner, a, b), leaves)
+        stages.append(For(v, _c(virtual), "vectorize", Store(virt, v0 + v, acc)))
+        # the output rows out of the padded pitch, through the epilogue (interleave 1: the code
+        # generator keeps a short row a loop, which LLVM would unroll and then vectorise across
+        # the rows with gathers and scatters, 3x slower on 14x14)
+        oh, ow = te.Var("oh"), te.Var("ow")
+        stages.append(For(oh, _c(oh_n), "serial", For(
+            ow, _c(ow_n), "vectorize",
+            self._output(env, oh, ow, BufLoad(virt, v0 + oh * wp + ow)), interleave=1)))
+        work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
+        kind = "parallel" if chunks >= 2 and work >= PARALLEL_MIN_WORK else "serial"
+        count = te.minimum(_c(PLANES_PER_CHUNK), _c(planes) - ch * PLANES_PER_CHUNK)
+        if planes % PLANES_PER_CHUNK == 0:
+            count = _c(PLANES_PER_CHUNK)
+        return Kernel(self.name, self.buffers,
+                      [For(ch, _c(chunks), kind, For(j, count, "serial", Seq(stages)))])
 
     def _lower(self, e: te.Expr) -> te.Expr:
         if isinstance(e, te.Load):
@@ -387,6 +491,24 @@ class _Builder:
             return te.cast(e.dtype, self._lower(e.a))
         # an already-lowered subexpression (the window sum inside an epilogue)
         return e
+
+
+def _valid_run(valid: list[bool]) -> tuple[int, int]:
+    """The source positions that hold input elements, as one run [first, end)."""
+    first = valid.index(True)
+    return first, first + sum(valid)
+
+
+def _padded_plane_ok(pat: DepthwisePattern) -> bool:
+    """Whether the padded-plane form applies: stride 1 on both axes (every tap is then the
+    virtual output index plus a constant) and the input elements one run per axis."""
+    for a in (pat.h, pat.w):
+        if a.stride != 1 or not any(a.valid):
+            return False
+        first, end = _valid_run(a.valid)
+        if not all(a.valid[first:end]):
+            return False
+    return True
 
 
 def _balanced(combiner: str, leaves: list[te.Expr]) -> te.Expr:
