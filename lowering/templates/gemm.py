@@ -82,6 +82,11 @@ STALL = 0.25  # fraction of operand traffic that out-of-order execution does not
 # to one-layer bundles, see GemmSpace._write_back)
 BW_OUT_STREAMED, BW_OUT_SCATTERED, PREFETCH_STREAMS = 24e9, 6e9, 16
 CHUNK_MIN_PANELS = 4
+# rows of an A read in place whose line misses the core overlaps, and the cycles each further
+# one waits (GEMMs with activations as A: 14-row blocks measured 5-40 % slower than 6-9 rows
+# at K >= 512, e.g. GEMM 512 2.46 against 6x4's 2.30 ms, 128x3072x768 7.6 against 5.5 ms)
+A_STREAMS_OVERLAPPED, LINE_WAIT_CYCLES = 10, 14
+A_PACK_ELEMENT_CYCLES = 6.5  # per element of A packed (GEMM 512: 0.66-0.72 ms for 262k)
 BW_WINDOW = 27e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
@@ -514,8 +519,8 @@ class GemmSpace(ScheduleSpace):
             per = PACK_CONTIGUOUS_CYCLES if self.b_contiguous else \
                 PACK_ELEMENT_CYCLES + PACK_RUN_CYCLES / run
             t += B * K * Np * per / CORE_GHZ
-        if config["a"] == "pack":
-            t += B * a_bytes * 3 / BW_L2
+        if config["a"] == "pack":  # a transposing copy into MR-row panels
+            t += B * Mp * K * A_PACK_ELEMENT_CYCLES / CORE_GHZ
         if config["b"] == "direct" and K > 64:
             if _set_conflicts(self.direct_strides[id(p.b)][1], 2 * blk.nv):
                 t += B * mt * b_bytes / BW_MEM
@@ -523,6 +528,13 @@ class GemmSpace(ScheduleSpace):
             rs, ks = self.direct_strides[id(p.a)]
             if _set_conflicts(rs if ks == 1 else ks, blk.mr):
                 t += B * nt * a_bytes / BW_MEM
+            # A read in place: each of the block's MR rows is a stream of its own that crosses
+            # into a new line every LINE_FLOATS k steps; past A_STREAMS_OVERLAPPED rows, each
+            # further one waits that often (measured in both loop orders and with K blocks
+            # small enough for the tile to stay in L1: 14x2 with kc 128 is no faster)
+            if blk.mr > A_STREAMS_OVERLAPPED:
+                waits = (blk.mr - A_STREAMS_OVERLAPPED) * math.ceil(K / LINE_FLOATS)
+                t += B * mt * nt * waits * LINE_WAIT_CYCLES / CORE_GHZ
         if window:
             w = self.window
             assert w is not None
