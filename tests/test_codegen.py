@@ -83,3 +83,19 @@ def test_kernels_ask_for_the_full_vector_width():
         mb = ModuleBuilder(NAMED_TARGETS[name])
         mb.add_kernel(k)
         assert ('"prefer-vector-width"="512"' in mb.text()) == want, name
+
+
+def test_parallel_loop_must_start_at_zero():
+    """The thread pool runs a parallel loop's iterations [0, extent): a loop that starts
+    elsewhere is refused rather than silently run from 0."""
+    import pytest
+
+    from lowering.loop_ir import Buffer, For, Kernel, Store
+
+    out = Buffer("o0", "float32", (8,), "output")
+    i = te.Var("i")
+    body = Store(out, i, te.Const(1.0, "float32"))
+    mb = ModuleBuilder(host_target())
+    with pytest.raises(ValueError, match="start at 0"):
+        mb.add_kernel(Kernel("k_par", [out], [For(i, te.Const(8, "int64"), "parallel", body,
+                                                   start=te.Const(1, "int64"))]))

@@ -290,27 +290,48 @@ def test_depthwise_reads_input_without_conditions():
     assert not _stores_with_select(kernel.stages[0])
 
 
-def test_depthwise_short_rows_run_over_the_padded_plane():
-    """A 7x7 depthwise layer: the cost model picks the padded-plane form, whose window is one
-    vector loop over the plane in the padded pitch ((7-1)*9 + 7 = 61 positions), every tap a
+def test_depthwise_padded_plane_form():
+    """The padded-plane form (stride 1): the window is one vector loop over the plane in the
+    padded pitch ((7-1)*9 + 7 = 61 positions for 7x7 outputs of a 9x9 input), every tap a
     plain load at the loop index plus a constant (no select, no condition); rows of 7 would
-    have been a 5-wide interior run between two scalar borders per row."""
+    be a loop per row and run of it."""
+    ins, outs = _dw_tensors(c=24, h=9, w=9, stride=1, pad=0, relu=True)
+    space = select.space_for(ins, outs, [None] * 3, host_target())
+    names = [k.options for k in space.knobs if k.name == "plane"]
+    assert names == [("rows", "padded")]  # 9x9 in, 7x7 out: rows of two pitches, no masks
+    cfg = {**space.default_config(), "plane": "padded"}
+    kernel = space.build(cfg, "k").kernel
+    chunk = kernel.stages[0]
+    assert isinstance(chunk, For) and isinstance(chunk.body, For)
+    window = [lp for lp in _loops(chunk, []) if lp[0] == "v"]
+    assert len(window) == 1 and window[0][1].value == 61 and window[0][2] == "vectorize"
+    window_loop = next(st for st in chunk.body.body.stmts
+                       if isinstance(st, For) and st.var.name == "v")
+    assert "select(" not in repr(window_loop.body)
+    x, wt, b = rand(1, 24, 9, 9), rand(24, 1, 3, 3), rand(24)
+    (got,) = run_kernel(kernel, [x, wt, b])
+    np.testing.assert_allclose(got, np.maximum(_dw_numpy(x, wt, b, 1, 0), 0), rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_depthwise_small_same_planes_run_as_one_masked_loop():
+    """MobileNetV2's 7x7 depthwise layers ('same' padding, stride 1): the cost model picks the
+    masked-plane form, one vector loop of 49 outputs per plane whose taps load at the loop
+    index plus a constant under a mask, for every plane but the first and the last (whose
+    out-of-plane taps would leave the buffer: they run in the row form)."""
     from lowering.search.tuner import Tuner
 
     ins, outs = _dw_tensors(c=24, h=7, w=7, stride=1, pad=1, relu=True)
     space = select.space_for(ins, outs, [None] * 3, host_target())
     cfg = Tuner().choose(space)
-    assert cfg["plane"] == "padded"
-    assert space.cost(cfg) < space.cost({**cfg, "plane": "rows"})
+    assert cfg["plane"] == "masked"
+    assert space.cost(cfg) < min(space.cost({**cfg, "plane": f}) for f in ("rows", "padded"))
     kernel = space.build(cfg, "k").kernel
-    chunk = kernel.stages[0]
-    assert isinstance(chunk, For) and isinstance(chunk.body, For)
-    loops = _loops(chunk, [])
-    window = [lp for lp in loops if lp[0] == "v"]
-    assert len(window) == 1 and window[0][1].value == 61 and window[0][2] == "vectorize"
-    stages = chunk.body.body.stmts
-    window_loop = next(st for st in stages if isinstance(st, For) and st.var.name == "v")
-    assert "select(" not in repr(window_loop.body)
+    first, planes, last = kernel.stages
+    assert isinstance(planes, For) and planes.extent.value == 22
+    (window,) = [lp for lp in _loops(planes, []) if lp[0] == "v"]
+    assert window[1].value == 49 and window[2] == "vectorize"
+    assert not [lp for lp in _loops(first, []) + _loops(last, []) if lp[0] == "v"]
     x, wt, b = rand(1, 24, 7, 7), rand(24, 1, 3, 3), rand(24)
     (got,) = run_kernel(kernel, [x, wt, b])
     np.testing.assert_allclose(got, np.maximum(_dw_numpy(x, wt, b, 1, 1), 0), rtol=1e-5,

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lowering import te
+from lowering import loop_ir, te
 from lowering.affine import as_affine, evaluate
 from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
@@ -47,6 +47,9 @@ POOL_MIN_WIDTH = 48
 PIECE_CYCLES = 20
 # planes per parallel iteration of the padded-plane form (they share one scratch slot)
 PLANES_PER_CHUNK = 8
+# planes up to this many outputs may run as one masked vector loop (LLVM unrolls it fully, so
+# the masks become constants)
+MASKED_MAX_PLANE = 256
 
 
 def _c(v: int) -> te.Const:
@@ -271,11 +274,14 @@ class DepthwiseSpace(ScheduleSpace):
         self.pat = pat
         self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
         if _padded_plane_ok(pat):
-            self.knobs.append(Knob("plane", ("rows", "padded")))
+            forms = ("rows", "padded", "masked") if _masked_plane_ok(pat) else ("rows", "padded")
+            self.knobs.append(Knob("plane", forms))
 
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
         b = _Builder(self, int(config["rows"]), name)  # type: ignore[call-overload]
-        return BuiltKernel(b.padded_kernel() if config.get("plane") == "padded" else b.kernel())
+        form = config.get("plane", "rows")
+        return BuiltKernel(b.padded_kernel() if form == "padded" else
+                           b.masked_kernel() if form == "masked" else b.kernel())
 
     def cost(self, config: Config) -> float:
         """Vector loads dominate: kh*kw per output vector, shared between rows of a block;
@@ -287,6 +293,9 @@ class DepthwiseSpace(ScheduleSpace):
         lanes = getattr(self.target, "vector_lanes_f32", 4)
         taps = pat.h.taps * pat.w.taps
         planes = math.prod(pat.conv.shape[:2])
+        if config.get("plane") == "masked":  # a load, a select and an FMA per tap and vector
+            vectors = math.ceil(pat.h.out * pat.w.out / lanes)
+            return planes * (vectors * taps * 1.5 + PIECE_CYCLES) / 2.5e9
         if config.get("plane") == "padded":
             hp, wp = len(pat.h.valid), len(pat.w.valid)
             virtual = (pat.h.out - 1) * wp + pat.w.out
@@ -365,26 +374,33 @@ class _Builder:
         env = {**self.env, pat.oh: oh, pat.ow: ow}
         xb = self.buf[id(pat.x)]
         chan = te.substitute(pat.chan, env)
-        acc = self._lower(te.substitute(pat.init, env))
-        leaves = [acc]
+        taps = []
         for r0 in taps_h:
             ih = oh * pat.h.stride + (r0 * pat.h.dilation + pat.h.offset - pat.h.shift)
             for r1 in taps_w:
                 iw = ow * pat.w.stride + (r1 * pat.w.dilation + pat.w.offset - pat.w.shift)
-                xv = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ih, iw]))
-                if pat.weight is None:
-                    leaves.append(xv)
-                else:
-                    wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
-                    acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
-        if pat.weight is None and pat.combiner == "max":
-            # NaN-aware maxima (llvm.maximumnum, -0 below +0) are exactly associative: a
-            # balanced tree gives the same result as the chain in less than half its latency
-            # (a 3x3 pool with its initial value: 4 dependent steps instead of 9)
-            acc = _balanced(pat.combiner, leaves)
-        elif pat.weight is None:  # sums in the reduction's own order (= default schedule's)
-            acc = functools.reduce(lambda a, b: combine(pat.combiner, a, b), leaves)
-        return self._output(env, oh, ow, acc)
+                taps.append((r0, r1, BufLoad(xb, flat_index(xb, [env[pat.n], chan, ih, iw]))))
+        return self._output(env, oh, ow, self._window(env, taps))
+
+    def _window(self, env: dict[te.Var, te.Expr],
+                taps: list[tuple[int, int, te.Expr]]) -> te.Expr:
+        """The initial value, then each tap's value (r0, r1, x) in order: a weighted sum for a
+        convolution, the window's sum or maximum for a pool. NaN-aware maxima (llvm.maximumnum,
+        -0 below +0) are exactly associative, so they combine as a balanced tree, which gives
+        the chain's result in less than half its latency (a 3x3 pool with its initial value:
+        4 dependent steps instead of 9); sums keep the reduction's own order (= the default
+        schedule's)."""
+        pat = self.pat
+        acc = self._lower(te.substitute(pat.init, env))
+        if pat.weight is not None:
+            for r0, r1, xv in taps:
+                wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
+                acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
+            return acc
+        leaves = [acc] + [xv for _, _, xv in taps]
+        if pat.combiner == "max":
+            return _balanced(pat.combiner, leaves)
+        return functools.reduce(lambda a, b: combine(pat.combiner, a, b), leaves)
 
     def _output(self, env: dict[te.Var, te.Expr], oh: te.Expr, ow: te.Expr,
                 acc: te.Expr) -> Stmt:
@@ -400,6 +416,61 @@ class _Builder:
                                                                strict=True))))
         ob = self.buf[id(target)]
         return Store(ob, flat_index(ob, [env[pat.n], env[pat.k], oh, ow]), acc)
+
+    def masked_kernel(self) -> Kernel:
+        """Small planes whose input and output rows have the same pitch (stride 1, 'same'
+        padding, no channel multiplier): ONE vector loop over the plane's outputs, v = oh*OW +
+        ow, every tap the input element at v plus a constant, kept where the tap lies inside
+        the plane (a select on v's row and column; LLVM unrolls the loop fully, so the masks
+        are constants). A tap outside the plane then reads the neighbouring plane's element
+        and drops it: in bounds for every plane but the first and the last, which run in the
+        row form. A 7x7 plane is 4 vectors per tap and no copies."""
+        pat = self.pat
+        nb, kb = pat.conv.shape[:2]
+        planes = nb * kb
+        oh_n, ow_n = pat.h.out, pat.w.out
+        ident = te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
+        xb = self.buf[id(pat.x)]
+        h_runs, w_runs = pat.h.runs(), pat.w.runs()
+
+        self.rows = 1  # (the two edge planes: one output row per interior iteration)
+
+        def edge(index: int) -> Stmt:
+            self.env = {pat.n: _c(index // kb), pat.k: _c(index % kb)}
+            return Seq([self._h_run(a, b, taps, w_runs) for a, b, taps in h_runs])
+
+        first, last = edge(0), edge(planes - 1)
+        q, v = te.Var("q"), te.Var("v")
+        plane = q + 1  # (a parallel loop starts at 0)
+        self.env = {pat.n: plane // kb, pat.k: plane % kb}
+        env = self.env
+        oh, ow = v // _c(ow_n), v % _c(ow_n)
+        base = plane * (oh_n * ow_n)  # input and output planes have the same size
+        taps = []
+        for r0 in range(pat.h.taps):
+            dh = r0 * pat.h.dilation + pat.h.offset - pat.h.shift
+            for r1 in range(pat.w.taps):
+                dw = r1 * pat.w.dilation + pat.w.offset - pat.w.shift
+                conds = []
+                if dh < 0:
+                    conds.append(te.Binary("ge", oh, _c(-dh)))
+                if dh > 0:
+                    conds.append(te.Binary("lt", oh, _c(oh_n - dh)))
+                if dw < 0:
+                    conds.append(te.Binary("ge", ow, _c(-dw)))
+                if dw > 0:
+                    conds.append(te.Binary("lt", ow, _c(ow_n - dw)))
+                xv: te.Expr = BufLoad(xb, base + v + (dh * ow_n + dw))
+                if conds:
+                    xv = te.select(functools.reduce(lambda a, b: te.Binary("and", a, b), conds),
+                                   xv, ident)
+                taps.append((r0, r1, xv))
+        body = loop_ir.simplify_indices(For(v, _c(oh_n * ow_n), "vectorize",
+                                            self._output(env, oh, ow, self._window(env, taps))))
+        work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
+        kind = "parallel" if planes >= 4 and work >= PARALLEL_MIN_WORK else "serial"
+        return Kernel(self.name, self.buffers,
+                      [first, For(q, _c(planes - 2), kind, body), last])
 
     def padded_kernel(self) -> Kernel:
         """Short rows: each plane is copied into a scratch with its padding (the combiner's
@@ -445,21 +516,11 @@ class _Builder:
         if h1 < hp:
             stages.append(For(ph, _c(hp), "serial", fill, start=_c(h1)))
         # the window over the plane in the padded pitch, taps in the reduction's order
-        acc = self._lower(te.substitute(pat.init, env))
-        leaves = [acc]
-        for r0 in range(pat.h.taps):
-            dh = r0 * pat.h.dilation + pat.h.offset
-            for r1 in range(pat.w.taps):
-                xv = BufLoad(pad, p0 + v + (dh * wp + r1 * pat.w.dilation + pat.w.offset))
-                if pat.weight is None:
-                    leaves.append(xv)
-                else:
-                    wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
-                    acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
-        if pat.weight is None:
-            acc = _balanced(pat.combiner, leaves) if pat.combiner == "max" else \
-                functools.reduce(lambda a, b: combine(pat.combiner, a, b), leaves)
-        stages.append(For(v, _c(virtual), "vectorize", Store(virt, v0 + v, acc)))
+        taps = [(r0, r1, BufLoad(pad, p0 + v + ((r0 * pat.h.dilation + pat.h.offset) * wp
+                                                + r1 * pat.w.dilation + pat.w.offset)))
+                for r0 in range(pat.h.taps) for r1 in range(pat.w.taps)]
+        stages.append(For(v, _c(virtual), "vectorize",
+                          Store(virt, v0 + v, self._window(env, taps))))
         # the output rows out of the padded pitch, through the epilogue (interleave 1: the code
         # generator keeps a short row a loop, which LLVM would unroll and then vectorise across
         # the rows with gathers and scatters, 3x slower on 14x14)
@@ -509,6 +570,16 @@ def _padded_plane_ok(pat: DepthwisePattern) -> bool:
         if not all(a.valid[first:end]):
             return False
     return True
+
+
+def _masked_plane_ok(pat: DepthwisePattern) -> bool:
+    """Whether the masked-plane form applies: stride 1 with input and output planes of one
+    size (their rows one pitch), each output channel reading its own input channel, small
+    planes, and at least three of them (the first and last run in the row form)."""
+    h, w = pat.h, pat.w
+    return (h.stride == 1 and w.stride == 1 and pat.x.shape[2:] == pat.conv.shape[2:]
+            and pat.chan is pat.k and pat.x.shape[1] == pat.conv.shape[1]
+            and h.out * w.out <= MASKED_MAX_PLANE and math.prod(pat.conv.shape[:2]) >= 3)
 
 
 def _balanced(combiner: str, leaves: list[te.Expr]) -> te.Expr:

@@ -126,6 +126,8 @@ class _KernelEmitter:
             if isinstance(stage, For) and stage.kind == "parallel":
                 if not isinstance(stage.extent, te.Const):
                     raise ValueError("parallel loop needs a constant extent")
+                if not (isinstance(stage.start, te.Const) and stage.start.value == 0):
+                    raise ValueError("parallel loop needs to start at 0")  # runs [0, extent)
                 body_name = f"{k.name}_par{i}"
                 self._emit_parallel_body(body_name, stage)
                 f.line(f"call void @aotc_parallel_for(ptr %ctx, ptr @{body_name}, ptr %bufs, "
