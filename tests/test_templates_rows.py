@@ -384,3 +384,34 @@ def test_max_pool_combines_taps_as_a_tree():
         assert np.array_equal(np.signbit(got), np.signbit(want)), cfg
     text = format_kernel(space.build(space.default_config(), "k").kernel)
     assert "max(max(max(max(" in text and "max(max(max(max(max(" not in text
+
+
+@pytest.mark.parametrize("hw,pad,form", [(7, 1, "masked"), (14, 1, "masked"),
+                                         (28, 1, "padded")])
+def test_depthwise_plane_forms_with_a_fused_residual_against_onnxruntime(hw, pad, form):
+    """Depthwise convolution + residual Add + Clip, fused into one kernel, at sizes where the
+    cost model picks the masked plane (7x7, 14x14 'same') or the padded plane (28x28, too
+    large to mask): the epilogue reads the residual at the output's own index through
+    either form."""
+    from onnx import TensorProto, helper, numpy_helper
+    from program_runner import check_model
+
+    c, oh = 12, hw + 2 * pad - 2
+    w, b = rand(c, 1, 3, 3), rand(c)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], group=c, pads=[pad] * 4),
+             helper.make_node("Add", ["y", "r"], ["s"]),
+             helper.make_node("Clip", ["s", "lo", "hi"], ["z"])]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw]),
+         helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, c, oh, oh])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, c, oh, oh])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+         numpy_helper.from_array(np.array(-1.0, np.float32), "lo"),
+         numpy_helper.from_array(np.array(1.5, np.float32), "hi")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    ins, outs = _dw_tensors(c=c, h=hw, w=hw, stride=1, pad=pad, relu=True)
+    space = select.space_for(ins, outs, [None] * 3, host_target())
+    from lowering.search.tuner import Tuner
+    assert Tuner().choose(space)["plane"] == form
+    check_model(model, [rand(1, c, hw, hw), rand(1, c, oh, oh)])
