@@ -188,6 +188,18 @@ def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows():
     assert space.cost({**cfg, "block": "14x2", "kc": 128, "parallel": "m"}) > space.cost(cfg)
 
 
+def test_cost_model_charges_strided_packing_as_a_gather():
+    """A stride-2 1x1 projection (ResNet-50's 256->512 at 56x56) packs by gathering every other
+    pixel, which costs more per element than a run copy (one-layer bundles: pixel mode 0.90x
+    of packing in the M-outer order, which the model had ranked first). A stride-1 layer's
+    packing is no gather."""
+    ins, out, wv = general_conv(1, 256, 56, 56, 512, 1, 1, stride=2)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    assert space.b_gathers and space.default_config()["b"] == "pixels"
+    ins, out, wv = general_conv(1, 64, 56, 56, 64, 3, 3, pads=(1, 1, 1, 1))
+    assert not GemmTemplate.match(ins, [out], [None, wv, None], host_target()).b_gathers
+
+
 def test_cost_model_packs_small_k_pointwise_layers_with_large_outputs_in_m_order():
     """A 1x1 convolution whose output outgrows L2 and whose K is small is bound by writing the
     output: the model packs its input and runs M tiles outermost, so that the loop writes a few
