@@ -15,9 +15,13 @@ interior run has every tap and is vectorised over `ow` with all kh x kw taps unr
 conditions; the border runs (a few rows/columns) drop their out-of-bounds taps at compile
 time. Taps are summed in the reduction's own order (init, then r0, r1), so results equal the
 default schedule's; maxima, exactly associative, combine as a balanced tree (same results).
-At stride 1 a second form (knob `plane`) copies each plane into a scratch with its padding and
-runs the window as one vector loop over the plane in the padded row pitch (`padded_kernel`):
-short rows (7x7, 14x14) no longer pay a loop and two scalar borders per row. Knob: output rows computed per interior iteration (they share input rows).
+Knob `rows`: output rows computed per interior iteration (they share input rows).
+
+At stride 1 the knob `plane` offers two forms that run the window as ONE vector loop over a
+plane, so short rows (7x7, 14x14) no longer pay a loop and two scalar borders per row:
+`padded_kernel` copies each plane into a scratch with its padding and loops in the padded row
+pitch; `masked_kernel` (small planes whose input and output rows share a pitch) loops over the
+outputs with each tap masked by the output's row and column.
 """
 
 from __future__ import annotations
@@ -336,9 +340,19 @@ class _Builder:
         h_runs = pat.h.runs()
         w_runs = pat.w.runs()
         body = Seq([self._h_run(a, b, taps, w_runs) for a, b, taps in h_runs])
+        return Kernel(self.name, self.buffers,
+                      [For(plane, _c(nb * kb), self._loop_kind(nb * kb), body)])
+
+    def _loop_kind(self, iterations: int) -> str:
+        """The outer loop's kind: parallel over at least two iterations of enough work."""
+        pat = self.pat
         work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
-        kind = "parallel" if nb * kb >= 2 and work >= PARALLEL_MIN_WORK else "serial"
-        return Kernel(self.name, self.buffers, [For(plane, _c(nb * kb), kind, body)])
+        return "parallel" if iterations >= 2 and work >= PARALLEL_MIN_WORK else "serial"
+
+    def _identity(self) -> te.Const:
+        """The combiner's identity: what a tap outside the input contributes."""
+        pat = self.pat
+        return te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
 
     def _h_run(self, first: int, end: int, taps: tuple[int, ...],
                w_runs: list[tuple[int, int, tuple[int, ...]]]) -> Stmt:
@@ -429,7 +443,7 @@ class _Builder:
         nb, kb = pat.conv.shape[:2]
         planes = nb * kb
         oh_n, ow_n = pat.h.out, pat.w.out
-        ident = te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
+        ident = self._identity()
         xb = self.buf[id(pat.x)]
         h_runs, w_runs = pat.h.runs(), pat.w.runs()
 
@@ -467,10 +481,8 @@ class _Builder:
                 taps.append((r0, r1, xv))
         body = loop_ir.simplify_indices(For(v, _c(oh_n * ow_n), "vectorize",
                                             self._output(env, oh, ow, self._window(env, taps))))
-        work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
-        kind = "parallel" if planes >= 4 and work >= PARALLEL_MIN_WORK else "serial"
         return Kernel(self.name, self.buffers,
-                      [first, For(q, _c(planes - 2), kind, body), last])
+                      [first, For(q, _c(planes - 2), self._loop_kind(planes - 2), body), last])
 
     def padded_kernel(self) -> Kernel:
         """Short rows: each plane is copied into a scratch with its padding (the combiner's
@@ -486,7 +498,7 @@ class _Builder:
         virtual = (oh_n - 1) * wp + ow_n
         planes = nb * kb
         chunks = -(-planes // PLANES_PER_CHUNK)
-        ident = te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
+        ident = self._identity()
         pad = Buffer(f"s{len(self.buffers)}", pat.x.dtype, (chunks, hp * wp), "scratch")
         self.buffers.append(pad)
         virt = Buffer(f"s{len(self.buffers)}", pat.conv.dtype, (chunks, virtual), "scratch")
@@ -528,13 +540,12 @@ class _Builder:
         stages.append(For(oh, _c(oh_n), "serial", For(
             ow, _c(ow_n), "vectorize",
             self._output(env, oh, ow, BufLoad(virt, v0 + oh * wp + ow)), interleave=1)))
-        work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
-        kind = "parallel" if chunks >= 2 and work >= PARALLEL_MIN_WORK else "serial"
         count = te.minimum(_c(PLANES_PER_CHUNK), _c(planes) - ch * PLANES_PER_CHUNK)
         if planes % PLANES_PER_CHUNK == 0:
             count = _c(PLANES_PER_CHUNK)
         return Kernel(self.name, self.buffers,
-                      [For(ch, _c(chunks), kind, For(j, count, "serial", Seq(stages)))])
+                      [For(ch, _c(chunks), self._loop_kind(chunks),
+                           For(j, count, "serial", Seq(stages)))])
 
     def _lower(self, e: te.Expr) -> te.Expr:
         if isinstance(e, te.Load):

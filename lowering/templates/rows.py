@@ -354,8 +354,8 @@ class _RowBuilder:
         ch = te.Var("chunk")
         R = self.together
         slots = [ch * R + j if R > 1 else ch for j in range(R)]
-        if self.chunk == R:
-            body = self._rows([ch * R + j if R > 1 else ch for j in range(R)], slots)
+        if self.chunk == R:  # one group per chunk: its rows are the slots' numbers
+            body = self._rows(slots, slots)
         else:
             # groups of R rows; the rows are a multiple of R (together_of), so is the last
             # chunk's share of them

@@ -570,8 +570,8 @@ def _has_load(e: te.Expr) -> bool:
     return any(_has_load(c) for c in te.children(e))
 
 
-def optimize_and_emit(text: str, target: CpuTarget) -> tuple[bytes, str]:
-    """Parse, verify, optimise at O3 (vectorizers on) and emit an object. Returns (obj, asm)."""
+def optimized_module(text: str, target: CpuTarget) -> llvm.ModuleRef:
+    """Parse, verify and optimise at O3 (vectorizers on) for `target`."""
     tm = target_machine(target)
     mod = llvm.parse_assembly(text)
     mod.verify()
@@ -580,4 +580,10 @@ def optimize_and_emit(text: str, target: CpuTarget) -> tuple[bytes, str]:
     pto.slp_vectorization = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
-    return tm.emit_object(mod), str(mod)
+    return mod
+
+
+def optimize_and_emit(text: str, target: CpuTarget) -> tuple[bytes, str]:
+    """Optimise (optimized_module) and emit an object. Returns (obj, optimised IR text)."""
+    mod = optimized_module(text, target)
+    return target_machine(target).emit_object(mod), str(mod)
