@@ -16,6 +16,7 @@ from aotc.passes.fold_batchnorm import fold_batchnorm
 from aotc.passes.fold_constants import fold_constants
 from aotc.passes.fuse_elementwise import fuse_elementwise
 from aotc.passes.fuse_epilogue import fuse_epilogue
+from aotc.passes.pad_in_producer import pad_in_producer
 from aotc.passes.remove_identity import remove_identity
 
 Pass = Callable[[ir.Model], ir.Model]
@@ -25,6 +26,8 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("remove_identity", remove_identity),
     ("fold_batchnorm", fold_batchnorm),
     ("eliminate_dead_nodes", eliminate_dead_nodes),
+    # a convolution's padding written by its producer (a Pad that fuse_epilogue fuses)
+    ("pad_in_producer", pad_in_producer),
     # fusion: regions become `ai.aotc` nodes whose bodies are model-local functions
     ("fuse_epilogue", fuse_epilogue),
     ("fuse_elementwise", fuse_elementwise),

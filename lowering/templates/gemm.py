@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,6 +94,9 @@ PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4
 # packing measured 0.39 ms more than the model said against pixel mode, at 256x784 elements)
 PACK_GATHER_CYCLES = 3.0
 PACK_CONTIGUOUS_CYCLES = 1.0  # per element of a contiguous run (1x1: 0.08 ms for 64 x 3136)
+# per element of the epilogue pass that writes a padded output from the accumulator, one
+# output row's part of a panel at a time (ResNet-50's 1x1 layers at 56 and 28: 2.2-4.4)
+PADDED_EPILOGUE_CYCLES = 3.0
 
 
 def _c(v: int) -> te.Const:
@@ -147,6 +150,10 @@ class GemmPattern:
     n: Group
     k: Group
     init: te.Expr  # the reduction's initial value (conv bias), an expression of output axes
+    # the output zero-padded around the epilogue (a padding its consumer would otherwise copy
+    # in, moved into this kernel by aotc/passes/pad_in_producer.py): the first element's
+    # offset along each output axis; None when the output is the epilogue itself
+    out_begin: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -204,10 +211,16 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     # stages after the product: at most the output, reading it only at its own index
     after = [t for t in stages if t is not p and p in _depends(t)]
     epilogue = None
+    out_begin = None
     if after:
         out = outputs[0]
-        if after != [out] or out.shape != p.shape or out.op.inline:  # type: ignore[union-attr]
+        if after != [out] or out.op.inline:  # type: ignore[union-attr]
             return None
+        if out.shape != p.shape:
+            unpadded = _unpad(out, p)
+            if unpadded is None:
+                return None
+            out, out_begin = unpadded
         flat_body = te.expand_inline(out.op.body)  # type: ignore[union-attr]
         if isinstance(flat_body, te.Reduce):
             return None
@@ -253,11 +266,77 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     pat = GemmPattern(
         product=p, epilogue=epilogue, pre=pre, a=a_load, b=b_load,
         batch=group(spatial[:j]), m=group(spatial[j:i]), n=group(spatial[i:]),
-        k=group(reduce_axes), init=red.init,
+        k=group(reduce_axes), init=red.init, out_begin=out_begin,
     )
     if pat.m.size * pat.n.size * pat.k.size < MIN_MACS:
         return None
+    if out_begin is not None and any(out_begin[:i]) or \
+            any(a != b for a, b in zip(outputs[0].shape[:i], p.shape[:i], strict=True)):
+        return None  # padding only along the pixels' axes
     return pat
+
+
+def _unpad(out: te.Tensor, p: te.Tensor) -> tuple[te.Tensor, tuple[int, ...]] | None:
+    """An output that is an element-wise function of the product, zero-padded:
+    `out[o] = select(o - begin inside p's shape, f(p[o - begin]), 0)` with constant `begin`
+    and `f` reading nothing else. Returns `f` as a stage over the product's own axes (what
+    the epilogue analysis reads) and `begin`."""
+    op = out.op
+    assert op is not None
+    body = te.expand_inline(op.body)
+    if not (isinstance(body, te.Select) and isinstance(body.f, te.Const)
+            and float(body.f.value) == 0.0 and len(out.shape) == len(p.shape)):
+        return None
+    axes = [ax.var for ax in op.axes]
+    loads = _loads_of(body.t, p)
+    if not loads or any(x is not p for x in te.tensors_read(body.t)):
+        return None
+    begin: list[int] | None = None
+    for ld in loads:
+        offs = []
+        for ix, v, n in zip(ld.indices, axes, out.shape, strict=True):
+            if n == 1 and isinstance(ix, te.Const):  # a broadcast read of a unit axis
+                offs.append(0)
+                continue
+            d = normalize(v - ix)
+            if d is None or d.terms:
+                return None
+            offs.append(int(d.const))
+        if begin is None:
+            begin = offs
+        elif offs != begin:
+            return None
+    assert begin is not None
+    ends = [n - m - b for n, m, b in zip(out.shape, p.shape, begin, strict=True)]
+    if min(begin) < 0 or min(ends) < 0:
+        return None
+    # the condition: exactly the bounds of the padded axes
+    need = {(i, "ge") for i, b in enumerate(begin) if b} | \
+        {(i, "lt") for i, e in enumerate(ends) if e}
+    seen = set()
+    for c in te.conjuncts(body.cond):
+        if not (isinstance(c, te.Binary) and c.op in ("ge", "lt")
+                and isinstance(c.b, te.Const)):
+            return None
+        hit = None
+        for i, v in enumerate(axes):
+            d = normalize(c.a - v)
+            if d is not None and not d.terms and d.const == -begin[i]:
+                hit = i
+        bound = 0 if c.op == "ge" else p.shape[hit] if hit is not None else None
+        if hit is None or int(c.b.value) != bound:
+            return None
+        seen.add((hit, c.op))
+    if seen != need:
+        return None
+    probe = _replace_loads(body.t, p, te.Const(0.0, p.dtype))
+    if any(te.mentions(probe, v) for v in axes):
+        return None  # the value depends on the position other than through the product
+
+    def unpadded(*o: te.Var) -> te.Expr:
+        return _replace_loads(body.t, p, p[o])
+
+    return te.compute(p.shape, unpadded, out.name, tag=op.tag), tuple(begin)
 
 
 def _depends(t: te.Tensor) -> set[te.Tensor]:
@@ -285,7 +364,9 @@ class GemmTemplate:
         pat = analyze(outputs)
         if pat is None:
             return None
-        return GemmSpace(inputs, outputs, consts, target, pat)
+        space = GemmSpace(inputs, outputs, consts, target, pat)
+        b_modes = next(k.options for k in space.knobs if k.name == "b")
+        return space if b_modes else None
 
 
 class GemmSpace(ScheduleSpace):
@@ -313,6 +394,8 @@ class GemmSpace(ScheduleSpace):
         if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
         self.fused_epilogue = self._clamped_bias()
+        if pat.out_begin is not None and not (len(pat.n.vars) == 2 and min(pat.n.extents) > 1):
+            b_modes = []  # a padded output is written per image row (see _Builder.padded)
         # B's columns one contiguous run (a 1x1 convolution's pixels): its packing is a plain
         # vector copy per k row (see _Builder._pack_stage)
         col = te.Var("col")
@@ -522,6 +605,8 @@ class GemmSpace(ScheduleSpace):
         traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
         traffic += self._write_back(config, nt)
         t = B * (max(compute, traffic) + STALL * traffic)
+        if p.out_begin is not None:
+            t += B * M * p.n.size * PADDED_EPILOGUE_CYCLES / CORE_GHZ
         if config["b"] == "pack":
             # im2col copies output-row runs: a vector copy plus a fixed cost per run
             run = min(p.n.extents[-1], blk.nr)  # a panel row copies at most NR pixels
@@ -616,10 +701,19 @@ class GemmSpace(ScheduleSpace):
         chunk = L2 // 4 // panel
         return nt if nt * panel <= L2 // 2 or chunk < CHUNK_MIN_PANELS else chunk
 
+    def stores_padded(self, config: Config) -> bool:
+        """Whether pixel mode's tiles store straight into a padded output: each tile within
+        one output row, the epilogue applied in registers (the padding stays zero)."""
+        fe, w = self.fused_epilogue, self.pixels
+        return (config["b"] == "pixels" and w is not None and fe is not None
+                and fe.residual is None and PixelTiling.of(w, self.block(config).mr).g == 1)
+
     def _fuses_epilogue(self, config: Config) -> bool:
         """Whether the GEMM micro-kernel applies the epilogue to finished tiles (see _Builder:
-        not in window mode, nor when tiles accumulate in a line-pitched scratch)."""
-        if self.fused_epilogue is None or config["b"] == "window":
+        not in window mode, nor when tiles accumulate in a scratch: line-pitched, or for a
+        padded output)."""
+        if self.fused_epilogue is None or config["b"] == "window" or \
+                self.pat.out_begin is not None:
             return False
         return not _accumulates_line_pitched(self.pat.n.size, self.block(config).nr,
                                              str(config["parallel"]))
@@ -659,6 +753,8 @@ class GemmSpace(ScheduleSpace):
         # epilogue's pass
         out_bytes = M * w.rows * w.out_row * 4
         t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
+        if p.out_begin is not None and not self.stores_padded(config):
+            t += out_bytes * 2 / BW_L2  # copied into the padded output
         if self.fused_epilogue is None:  # not fused into the micro-kernel: a pass in place
             t += out_bytes * 2 / BW_L2
         elif self.fused_epilogue.residual is not None:  # read next to the stores
@@ -807,6 +903,12 @@ class _Builder:
         out = s.outputs[0]
         self.out = self._add(out.dtype, out.shape, "output")
         self.bufs[id(out)] = self.out
+        # A padded output (GemmPattern.out_begin): pixel mode's tiles store into it where
+        # they can (stores_padded); the other modes accumulate in a scratch whose epilogue
+        # pass writes it; else the tiles go to an unpadded scratch copied in at the end.
+        self.padded = self.out if p.out_begin is not None else None
+        if self.padded is not None and self.b_mode == "pixels" and not s.stores_padded(self.cfg):
+            self.out = self._add(out.dtype, p.product.shape, "scratch")
         # B read with a stride along the packed rows (strided convolutions): the packing would
         # gather; instead one pass splits B's last axis by residue (x = s*j + q -> [q][..][j])
         # and the packing copies contiguous runs of the split
@@ -842,8 +944,9 @@ class _Builder:
             self.nt = math.ceil(self.win.size / blk.nr)
             self.ld = _round_up(self.win.size, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
-        elif (_accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]))
-              and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
+        elif self.b_mode != "pixels" and (  # pixel mode stores its tiles into the output
+                self.padded is not None
+                or _accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]))):
             self.ld = _round_up(N, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
@@ -852,6 +955,10 @@ class _Builder:
         if self.split is not None:
             stages.append(lower_stage(default_schedule(self.split[0], lanes), self.bufs))
         stages += self._main()
+        if self.padded is not None:
+            if self.out is not self.padded:
+                stages.append(self._copy_into_padded())
+            stages.append(self._zero_border())
         kernel = Kernel(self.name, self.buffers, stages)
         return BuiltKernel(kernel, dict(self.transforms))  # type: ignore[arg-type]
 
@@ -1139,7 +1246,8 @@ class _Builder:
             n_vmap[nvars[0]] = r
         mi = m0 + i
         acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + r * w.row + j))
-        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j)
+        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j) \
+            if self.padded is None else self._padded_index(bflat, mi, r, j)
         value = self._epilogue_value(bvars, mi, n_vmap, acc)
         lo = te.maximum(_c(0), v0 - r * w.row)
         hi = te.minimum(_c(w.out_row), v1 - r * w.row)
@@ -1163,7 +1271,7 @@ class _Builder:
         p, blk, w = self.p, self.blk, self.s.pixels
         assert w is not None
         M, K, nb = p.m.size, p.k.size, p.batch.size
-        P = w.rows * w.out_row
+        P, pixel_offset = self._output_plane()
         tiling = self.tiling
         g, tpr, gb, m_full = tiling.g, tiling.tpr, tiling.gb, tiling.m_full
         ngroups, nblk = tiling.groups, tiling.blocks
@@ -1197,9 +1305,8 @@ class _Builder:
             whole (the short last tile of a row or image has its own, shorter kernel)."""
             oh0 = (blk_i * gb + gi) * g
             ow0 = ti * blk.mr
-            p0 = oh0 * w.out_row + ow0
             x_tile = base + oh0 * w.row + ow0 * w.col_stride
-            out_off = (bflat * M + jo * blk.nr) * P + p0
+            out_off = (bflat * M + jo * blk.nr) * P + pixel_offset(oh0, ow0)
             # a tile within one output row whose pixels lie less than a line apart
             near = g == 1 and (rows - 1) * w.col_stride < LINE_FLOATS
             routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes), near)
@@ -1248,6 +1355,64 @@ class _Builder:
             body.append(self._pixels_epilogue(bvars, bflat, jo, blk_i * (gb * g * w.out_row),
                                               gb * g * w.out_row))
         return For(f, _c(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
+
+    def _output_plane(self) -> tuple[int, Callable[[te.Expr, te.Expr], te.Expr]]:
+        """The output's elements per channel plane, and the offset of output pixel (row,
+        column) in its plane: rows of the output row length, or of the padded row pitch
+        past the padding's top and left (GemmPattern.out_begin)."""
+        p, w = self.p, self.s.pixels
+        assert w is not None
+        if self.out is not self.padded:
+            return w.rows * w.out_row, lambda oh, ow: oh * w.out_row + ow
+        assert p.out_begin is not None
+        hp, wp = self.padded.shape[-2:]
+        top, left = p.out_begin[-2:]
+        return hp * wp, lambda oh, ow: (oh + top) * wp + ow + left
+
+    def _padded_index(self, bflat: te.Expr, mi: te.Expr, oh: te.Expr, ow: te.Expr) -> te.Expr:
+        """Where output channel `mi`, pixel (oh, ow) of batch `bflat` lies in the padded
+        output."""
+        p = self.p
+        assert p.out_begin is not None and self.padded is not None
+        hp, wp = self.padded.shape[-2:]
+        top, left = p.out_begin[-2:]
+        return simplify_index(((bflat * p.m.size + mi) * hp + oh + top) * wp + ow + left)
+
+    def _copy_into_padded(self) -> Stmt:
+        """The unpadded results (pixel mode's tiles when they cannot store into the padded
+        output) copied inside the padding."""
+        p = self.p
+        h, w = p.n.extents
+        pl, r, x = te.Var("cp"), te.Var("cr"), te.Var("cx")
+        value = BufLoad(self.out, simplify_index((pl * h + r) * w + x))
+        return For(pl, _c(p.batch.size * p.m.size), "serial", For(r, _c(h), "serial", For(
+            x, _c(w), "vectorize", Store(self.padded, self._padded_index(_c(0), pl, r, x),
+                                         value))))  # type: ignore[arg-type]
+
+    def _zero_border(self) -> Stmt:
+        """Zeros into the padding of every output plane (the tiles store only inside it):
+        the rows above and below whole, the columns left and right of the rows between."""
+        p = self.p
+        assert p.out_begin is not None
+        planes = p.batch.size * p.m.size
+        hp, wp = self.s.outputs[0].shape[-2:]
+        top, left = p.out_begin[-2:]
+        h, w = p.n.extents
+        pl, r, x = te.Var("zp"), te.Var("zr"), te.Var("zx")
+        zero = te.Const(0.0, "float32")
+        assert self.padded is not None
+
+        def fill(row0: int, rows: int, col0: int, cols: int) -> list[Stmt]:
+            if rows <= 0 or cols <= 0:
+                return []
+            index = pl * (hp * wp) + (r + row0) * wp + x + col0
+            return [For(r, _c(rows), "serial", For(
+                x, _c(cols), "vectorize" if cols >= 4 else "serial",
+                Store(self.padded, simplify_index(index), zero)))]
+
+        parts = fill(0, top, 0, wp) + fill(top + h, hp - top - h, 0, wp) + \
+            fill(top, h, 0, left) + fill(top, h, left + w, wp - left - w)
+        return For(pl, _c(planes), "serial", Seq(parts))
 
     def _fused_args(self, fe: FusedEpilogue | None, channel: te.Expr,
                     out_off: te.Expr) -> list[BufPtr | te.Expr]:
@@ -1303,6 +1468,8 @@ class _Builder:
         p = self.p
         M, N = p.m.size, p.n.size
         i, j = te.Var("ei"), te.Var("ej")
+        if self.padded is not None:
+            return self._padded_epilogue(bvars, bflat, m0, mlen, n0, nlen)
         mi, nj = m0 + i, n0 + j
         out_index = (bflat * M + mi) * N + nj
         acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + nj))
@@ -1311,6 +1478,29 @@ class _Builder:
             return Seq([])
         return For(i, mlen, "serial",
                    For(j, nlen, "vectorize", Store(self.out, simplify_index(out_index), value)))
+
+    def _padded_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
+                         mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:
+        """_epilogue into a padded output: the columns [n0, n0+nlen) taken one output row
+        at a time, so that each run is contiguous in the accumulator and in the output."""
+        p = self.p
+        M = p.m.size
+        width = p.n.extents[-1]
+        i, r, x = te.Var("ei"), te.Var("er"), te.Var("ex")
+        mi = m0 + i
+        first = n0 // width
+        oh = first + r
+        nj = oh * width + x
+        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + nj))
+        oh_var, ow_var = p.n.vars
+        value = self._epilogue_value(bvars, mi, {oh_var: oh, ow_var: x}, acc)
+        assert value is not None  # the accumulator is a scratch
+        lo = te.maximum(_c(0), n0 - oh * width)
+        hi = te.minimum(_c(width), n0 + nlen - oh * width)
+        return For(i, mlen, "serial", For(
+            r, (n0 + nlen - 1) // width - first + 1, "serial",
+            For(x, hi, "vectorize", Store(self.out, self._padded_index(bflat, mi, oh, x), value),
+                start=lo)))
 
     def _epilogue_value(self, bvars: dict[te.Var, te.Expr], mi: te.Expr,
                         n_vmap: dict[te.Var, te.Expr], acc: te.Expr,
