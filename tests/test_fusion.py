@@ -92,15 +92,21 @@ def check_rewrite(model: ir.Model, feeds: dict[str, np.ndarray], *passes) -> ir.
     before = ort_outputs(to_proto(model), inputs)
     for p in passes:
         model = p(model)
+    check_rewritten(model, inputs, before)
+    return model
+
+
+def check_rewritten(model: ir.Model, inputs: list[np.ndarray], want: list[np.ndarray]) -> None:
+    """A rewritten model passes the full ONNX check, keeps its output names and gives `want`
+    both in onnxruntime and compiled by aotc."""
     proto = to_proto(model)
     onnx.checker.check_model(proto, full_check=True)
     assert [o.name for o in proto.graph.output] == [v.name for v in model.graph.outputs]
-    for got, want in zip(ort_outputs(proto, inputs), before, strict=True):
-        assert_close(got, want, 1e-5)
-    for got, want in zip(run_program(compile_model(model, host_target()), inputs), before,
-                         strict=True):
-        assert_close(got, want)
-    return model
+    for got, ref in zip(ort_outputs(proto, inputs), want, strict=True):
+        assert_close(got, ref, 1e-5)
+    for got, ref in zip(run_program(compile_model(model, host_target()), inputs), want,
+                        strict=True):
+        assert_close(got, ref)
 
 
 def lowered_stages(model: ir.Model, node: ir.Node) -> list[te.Tensor]:
@@ -376,13 +382,7 @@ def test_sample_models_fused_keep_onnxruntime_outputs(name):
     model = run_passes(load_model(path))
     calls = fused_nodes(model)
     assert calls and all(function_of(model.functions, n) is not None for n in calls)
-    rewritten = to_proto(model)
-    onnx.checker.check_model(rewritten, full_check=True)
-    for got, ref in zip(ort_outputs(rewritten, inputs), want, strict=True):
-        assert_close(got, ref, 1e-5)
-    for got, ref in zip(run_program(compile_model(model, host_target()), inputs), want,
-                        strict=True):
-        assert_close(got, ref)
+    check_rewritten(model, inputs, want)
     # a fused region is its product's stages (if any) plus one element-wise output stage
     for node in calls:
         stages = lowered_stages(model, node)
