@@ -355,10 +355,12 @@ class _Builder:
         return te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
 
     def _h_run(self, first: int, end: int, taps: tuple[int, ...],
-               w_runs: list[tuple[int, int, tuple[int, ...]]]) -> Stmt:
+               w_runs: list[tuple[int, int, tuple[int, ...]]], rows: int | None = None) -> Stmt:
+        """Output rows [first, end) that read filter rows `taps`, `rows` (default: the
+        configured number) per interior iteration."""
         oh = te.Var("oh")
         count = end - first
-        block = self.rows if len(taps) == self.pat.h.taps else 1
+        block = (self.rows if rows is None else rows) if len(taps) == self.pat.h.taps else 1
         if block <= 1 or count < block:
             return For(oh, _c(end), "serial", self._row_block([oh], taps, w_runs), start=_c(first))
         ob = te.Var("ohb")
@@ -447,15 +449,12 @@ class _Builder:
         xb = self.buf[id(pat.x)]
         h_runs, w_runs = pat.h.runs(), pat.w.runs()
 
-        self.rows = 1  # (the two edge planes: one output row per interior iteration)
-
-        def edge(index: int) -> Stmt:
+        def edge(index: int) -> Stmt:  # (one output row per interior iteration)
             self.env = {pat.n: _c(index // kb), pat.k: _c(index % kb)}
-            return Seq([self._h_run(a, b, taps, w_runs) for a, b, taps in h_runs])
+            return Seq([self._h_run(a, b, taps, w_runs, rows=1) for a, b, taps in h_runs])
 
         first, last = edge(0), edge(planes - 1)
-        q, v = te.Var("q"), te.Var("v")
-        plane = q + 1  # (a parallel loop starts at 0)
+        plane, v = te.Var("q"), te.Var("v")
         self.env = {pat.n: plane // kb, pat.k: plane % kb}
         env = self.env
         oh, ow = v // _c(ow_n), v % _c(ow_n)
@@ -482,7 +481,8 @@ class _Builder:
         body = loop_ir.simplify_indices(For(v, _c(oh_n * ow_n), "vectorize",
                                             self._output(env, oh, ow, self._window(env, taps))))
         return Kernel(self.name, self.buffers,
-                      [first, For(q, _c(planes - 2), self._loop_kind(planes - 2), body), last])
+                      [first, For(plane, _c(planes - 1), self._loop_kind(planes - 2), body,
+                                  start=_c(1)), last])
 
     def padded_kernel(self) -> Kernel:
         """Short rows: each plane is copied into a scratch with its padding (the combiner's

@@ -124,27 +124,36 @@ class _KernelEmitter:
                              "%bufs")
         for i, stage in enumerate(k.stages):
             if isinstance(stage, For) and stage.kind == "parallel":
-                if not isinstance(stage.extent, te.Const):
-                    raise ValueError("parallel loop needs a constant extent")
-                if not (isinstance(stage.start, te.Const) and stage.start.value == 0):
-                    raise ValueError("parallel loop needs to start at 0")  # runs [0, extent)
+                if not (isinstance(stage.extent, te.Const) and isinstance(stage.start, te.Const)):
+                    raise ValueError("parallel loop needs constant bounds")
+                count = int(stage.extent.value) - int(stage.start.value)
+                if count <= 0:
+                    continue
                 body_name = f"{k.name}_par{i}"
                 self._emit_parallel_body(body_name, stage)
                 f.line(f"call void @aotc_parallel_for(ptr %ctx, ptr @{body_name}, ptr %bufs, "
-                       f"i64 {stage.extent.value})")
+                       f"i64 {count})")
             else:
                 f.stmt(stage)
         f.line("ret i32 0")
         self.mod.functions.append(f.finish())
 
     def _emit_parallel_body(self, name: str, loop: For) -> None:
+        """The outlined body of a parallel loop over [start, extent): the pool hands out
+        ranges of [0, extent - start), shifted here by the start."""
         f = _FunctionEmitter(
             self, f"define internal void @{name}(ptr %env, i64 %lo, i64 %hi) nounwind{self.mod.fn_attrs}",
             "%env"
         )
-        if isinstance(loop.extent, te.Const):
-            f.ranges[loop.var] = (0, int(loop.extent.value) - 1)
-        f.loop(loop.var, "%lo", "%hi", "serial", loop.body)
+        assert isinstance(loop.start, te.Const) and isinstance(loop.extent, te.Const)
+        start, end = int(loop.start.value), int(loop.extent.value)
+        f.ranges[loop.var] = (start, end - 1)
+        lo, hi = "%lo", "%hi"
+        if start:
+            lo, hi = f.tmp(), f.tmp()
+            f.line(f"{lo} = add nsw i64 %lo, {start}")
+            f.line(f"{hi} = add nsw i64 %hi, {start}")
+        f.loop(loop.var, lo, hi, "serial", loop.body)
         f.line("ret void")
         self.mod.functions.append(f.finish())
 
