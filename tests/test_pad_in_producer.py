@@ -198,3 +198,33 @@ def test_cost_model_keeps_padded_producers_in_pixel_mode():
                                host_target())
     cfg = space.default_config()
     assert cfg["b"] == "pixels" and space.stores_padded(cfg)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_an_exporters_explicit_pad_after_a_convolution_joins_its_region(tmp_path, residual):
+    """Keras-style exports write the padding as its own Pad before a VALID Conv: fuse_epilogue
+    takes it into the producing Conv's region all the same (no pass needed), unless the
+    region's epilogue is more than clamps (a residual Add): the Pad then stays a node."""
+    c, hw = 16, 16
+    tail = ["c1"] + (["a1"] if residual else [])
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], kernel_shape=[1, 1])]
+    if residual:
+        nodes.append(helper.make_node("Add", ["c1", "x"], ["a1"]))
+    nodes += [helper.make_node("Relu", [tail[-1]], ["r1"]),
+              helper.make_node("Pad", ["r1", "pads"], ["p1"], mode="constant"),
+              helper.make_node("Conv", ["p1", "w2"], ["y"], kernel_shape=[3, 3])]
+    inits = [numpy_helper.from_array(rand(c, c, 1, 1), "w1"),
+             numpy_helper.from_array(rand(c, c, 3, 3) * 0.1, "w2"),
+             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, c, hw, hw])],
+                              [helper.make_tensor_value_info("y", F, [1, c, hw, hw])], inits)
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", CANONICAL_OPSET)])
+    proto.ir_version = 10
+    feeds = {"x": rand(1, c, hw, hw)}
+    model = rewritten(proto, tmp_path, disabled=["pad_in_producer"])
+    want = ["Conv", "Add", "Relu"] if residual else ["Conv", "Relu", "Pad"]
+    assert function_ops(model)[0] == want
+    assert ("Pad" in [n.op_type for n in model.graph]) == residual
+    check_against_ort(model, proto, feeds)
+    if not residual:
+        assert _kernel_spaces(model, host_target(), None)[0].pat.out_begin == (0, 0, 1, 1)
