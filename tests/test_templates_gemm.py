@@ -271,7 +271,7 @@ def test_every_matmul_schedule():
         space = GemmTemplate.match([a, b], [out], consts, host_target())
         assert space is not None
         configs = list(all_configs(space))
-        assert len(configs) > 8 and len(space.knobs) == 5
+        assert len(configs) > 8 and len(space.knobs) == 6
         for cfg, got in zip(configs, run_all(space, configs, [av, bv]), strict=True):
             np.testing.assert_allclose(got, av @ bv, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
 
@@ -835,3 +835,31 @@ def test_pixel_mode_epilogue_that_is_not_fused_runs_in_place():
                for kc in space.knobs[1].options for blk in space.knobs[0].options[:3]]
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+
+
+@pytest.mark.parametrize("n,c,hw,stride,offered", [
+    (1, 32, 56, 2, True),    # a strided window over 58x58 planes
+    (2, 16, 50, 2, True),    # batch 2; rows of 50 (the copy's last block of a row is short)
+    (1, 32, 28, 2, False),   # planes too small (measured slower there)
+    (1, 32, 56, 1, False),   # unit stride
+    (1, 24, 56, 2, False),   # channels not a whole number of vectors
+])
+def test_channels_last_copy_for_strided_windows_on_large_planes(n, c, hw, stride, offered):
+    """Pixel mode may write its padding copy channels-last (knob `layout`): offered for
+    strided windows over large planes, and every schedule with it computes the convolution
+    (the transposing copy's padding rows, columns and short blocks included)."""
+    ins, out, wv = general_conv(n, c, hw, hw, 24, 3, 3, (1, 1, 1, 1), stride=stride)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    layouts = dict((k.name, k.options) for k in space.knobs)["layout"]
+    assert ("channels_last" in layouts) == offered
+    if not offered:
+        return
+    base = {**space.default_config(), "b": "pixels", "layout": "channels_last"}
+    configs = [{**base, "block": b, "kc": kc} for b in space.knobs[0].options[:3]
+               for kc in space.knobs[1].options[:2]]
+    kernel = space.build(base).kernel
+    assert any(f.startswith("aotc_transpose") for s in kernel.stages for f in _calls(s))
+    xv, bv = rand(n, c, hw, hw), rand(24)
+    ref = general_conv_ref(xv, wv, bv, (1, 1, 1, 1), stride, 1, 1)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))

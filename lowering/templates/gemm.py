@@ -59,7 +59,13 @@ from lowering.loop_ir import (
 from lowering.lower import _Converter, lower_stage, stages_of
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.tensorize import epilogue_args
-from targets.cpu.microkernels import LINE_FLOATS, GemmBlock, conv_routine, gemm_blocks
+from targets.cpu.microkernels import (
+    LINE_FLOATS,
+    GemmBlock,
+    conv_routine,
+    gemm_blocks,
+    transpose_routine,
+)
 
 I64 = "int64"
 # Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
@@ -97,6 +103,13 @@ PACK_CONTIGUOUS_CYCLES = 1.0  # per element of a contiguous run (1x1: 0.08 ms fo
 # per element of the epilogue pass that writes a padded output from the accumulator, one
 # output row's part of a panel at a time (ResNet-50's 1x1 layers at 56 and 28: 2.2-4.4)
 PADDED_EPILOGUE_CYCLES = 3.0
+# per element of pixel mode's padding copy written channels-last, more than a plain copy
+CHANNELS_LAST_COPY_CYCLES = 0.5
+# elements from which that copy runs its image rows in parallel
+PARALLEL_COPY_MIN = 1 << 17
+# the smallest (padded) input plane, in floats, whose strided windows may be copied
+# channels-last (see GemmSpace._channels_last)
+CHANNELS_LAST_MIN_PLANE = 2048
 
 
 def _c(v: int) -> te.Const:
@@ -276,16 +289,19 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     return pat
 
 
-def _unpad(out: te.Tensor, p: te.Tensor) -> tuple[te.Tensor, tuple[int, ...]] | None:
+def _unpad(out: te.Tensor, p: te.Tensor, identity: bool = False
+           ) -> tuple[te.Tensor, tuple[int, ...]] | None:
     """An output that is an element-wise function of the product, zero-padded:
     `out[o] = select(o - begin inside p's shape, f(p[o - begin]), 0)` with constant `begin`
-    and `f` reading nothing else. Returns `f` as a stage over the product's own axes (what
-    the epilogue analysis reads) and `begin`."""
+    and `f` reading nothing else (with `identity`, f must be the identity). Returns `f` as a
+    stage over the product's own axes (what the epilogue analysis reads) and `begin`."""
     op = out.op
     assert op is not None
     body = te.expand_inline(op.body)
     if not (isinstance(body, te.Select) and isinstance(body.f, te.Const)
             and float(body.f.value) == 0.0 and len(out.shape) == len(p.shape)):
+        return None
+    if identity and not (isinstance(body.t, te.Load) and body.t.tensor is p):
         return None
     axes = [ax.var for ax in op.axes]
     loads = _loads_of(body.t, p)
@@ -298,7 +314,7 @@ def _unpad(out: te.Tensor, p: te.Tensor) -> tuple[te.Tensor, tuple[int, ...]] | 
             if n == 1 and isinstance(ix, te.Const):  # a broadcast read of a unit axis
                 offs.append(0)
                 continue
-            d = normalize(v - ix)
+            d = normalize(v - _unclamped(ix))
             if d is None or d.terms:
                 return None
             offs.append(int(d.const))
@@ -315,7 +331,7 @@ def _unpad(out: te.Tensor, p: te.Tensor) -> tuple[te.Tensor, tuple[int, ...]] | 
         {(i, "lt") for i, e in enumerate(ends) if e}
     seen = set()
     for c in te.conjuncts(body.cond):
-        if not (isinstance(c, te.Binary) and c.op in ("ge", "lt")
+        if not (isinstance(c, te.Binary) and c.op in ("ge", "lt", "le")
                 and isinstance(c.b, te.Const)):
             return None
         hit = None
@@ -323,10 +339,13 @@ def _unpad(out: te.Tensor, p: te.Tensor) -> tuple[te.Tensor, tuple[int, ...]] | 
             d = normalize(c.a - v)
             if d is not None and not d.terms and d.const == -begin[i]:
                 hit = i
-        bound = 0 if c.op == "ge" else p.shape[hit] if hit is not None else None
-        if hit is None or int(c.b.value) != bound:
+        if hit is None:
             return None
-        seen.add((hit, c.op))
+        # x < n, or x <= n - 1 (the convolution's own padding copy)
+        cmp, bound = ("lt", int(c.b.value) + 1) if c.op == "le" else (c.op, int(c.b.value))
+        if bound != (0 if cmp == "ge" else p.shape[hit]):
+            return None
+        seen.add((hit, cmp))
     if seen != need:
         return None
     probe = _replace_loads(body.t, p, te.Const(0.0, p.dtype))
@@ -393,6 +412,8 @@ class GemmSpace(ScheduleSpace):
             self.b_const is None else None
         if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
+        # pixel mode may copy a padded input channels-last (see _channels_last)
+        self.pixels_cl = self._channels_last() if "pixels" in b_modes else None
         self.fused_epilogue = self._clamped_bias()
         if pat.out_begin is not None and not (len(pat.n.vars) == 2 and min(pat.n.extents) > 1):
             b_modes = []  # a padded output is written per image row (see _Builder.padded)
@@ -414,6 +435,8 @@ class GemmSpace(ScheduleSpace):
             Knob("a", tuple(a_modes)),
             Knob("b", tuple(b_modes)),
             Knob("parallel", ("n", "m")),
+            # pixel mode's input: as the kernel reads it, or its padding copy channels-last
+            Knob("layout", ("planes", "channels_last") if self.pixels_cl else ("planes",)),
         ]
 
     # analysis helpers ------------------------------------------------------------------------
@@ -478,6 +501,55 @@ class GemmSpace(ScheduleSpace):
         taps = [(v, e, f.coefficient(v)) for v, e in kvars if v is not run]
         return Window(run, run_extent, f.coefficient(run), taps, out_row, row, rows, flat,
                       col_stride)
+
+    def _channels_last(self) -> tuple[te.Tensor, te.Load, Window] | None:
+        """Pixel mode over a channels-last copy of a padded input: when B reads a padding
+        copy [n, c, h, w] of an input that nothing else reads, the kernel may write that
+        copy as [n, h, w, c] instead (_Builder._channels_last_copy). A tile's k steps then
+        walk one line per pixel, a line every 16 channels, rather than a strided run of a
+        new channel plane per step. Measured on ResNet-50's strided 3x3 layers, the
+        transposing copy included: 0.92-0.97x the time at 56x56 (128 channels), but
+        1.03-1.05x at 28x28 and 1.09-1.14x at 14x14; so only strided windows over planes
+        of at least CHANNELS_LAST_MIN_PLANE floats get the option. Returns the copy, B's
+        load of it and pixel mode's window over it."""
+        p = self.pat
+        t = p.b.tensor
+        lanes = self.target.vector_lanes_f32  # type: ignore[attr-defined]
+        if t.op is None or t.op.inline or t not in p.pre or len(t.shape) != 4 or \
+                t.shape[1] < LINE_FLOATS or t.shape[1] % lanes or \
+                isinstance(t.op.body, te.Reduce) or self.pixels is None or \
+                self.pixels.col_stride < 2 or t.shape[2] * t.shape[3] < CHANNELS_LAST_MIN_PLANE:
+            return None
+        # the copy must be a zero padding of an input (the transposing copy reads it)
+        sources = te.tensors_read(te.expand_inline(t.op.body))
+        if len(sources) != 1 or sources[0].op is not None or \
+                sources[0] not in self.inputs or _unpad(t, sources[0], identity=True) is None:
+            return None
+        readers = [x for x in p.pre if x is not t] + ([p.epilogue] if p.epilogue else [])
+        if any(t in te.tensors_read(te.expand_inline(x.op.body)) for x in readers) or \
+                p.a.tensor is t or _loads_of(p.init, t):  # type: ignore[union-attr]
+            return None
+        ax = [a.var for a in t.op.axes]
+        n, c, h, w = t.shape
+
+        def moved(b: te.Var, y: te.Var, x: te.Var, ch: te.Var) -> te.Expr:
+            return te.substitute(t.op.body, dict(zip(ax, (b, ch, y, x), strict=True)))  # type: ignore[union-attr]
+
+        copy = te.compute((n, h, w, c), moved, "channels_last")
+        i = p.b.indices
+        load = copy[(i[0], i[2], i[3], i[1])]
+        assert isinstance(load, te.Load)
+        win = self._conv_reading(load)
+        if win is None or len(win.taps) > 2 or win.run_stride != 1 or win.run_extent != c:
+            return None
+        return copy, load, win
+
+    def pixel_window(self, config: Config) -> Window:
+        """Pixel mode's window for `config`: over the input as read, or its channels-last copy."""
+        if config.get("layout") == "channels_last" and self.pixels_cl is not None:
+            return self.pixels_cl[2]
+        assert self.pixels is not None
+        return self.pixels
 
     def _window_of(self, load: te.Load) -> Window | None:
         """The window-mode reading of B: unit stride along the output row, taps besides the
@@ -553,12 +625,12 @@ class GemmSpace(ScheduleSpace):
         one parallel loop runs over channel tiles and pixel blocks)."""
         kc = int(config["kc"])  # type: ignore[call-overload]
         if config["b"] == "window" and self.window is not None:
-            return {**config, "kc": min(kc, self.window.run_extent)}
+            return {**config, "kc": min(kc, self.window.run_extent), "layout": "planes"}
         if config["b"] == "pixels" and self.pixels is not None:
             K = self.pat.k.size
             return {**config, "parallel": "n",
-                    "kc": K if kc >= K else min(kc, self.pixels.run_extent)}
-        return config
+                    "kc": K if kc >= K else min(kc, self.pixel_window(config).run_extent)}
+        return {**config, "layout": "planes"}
 
     # cost model ---------------------------------------------------------------------------
     def cost(self, config: Config) -> float:
@@ -704,9 +776,10 @@ class GemmSpace(ScheduleSpace):
     def stores_padded(self, config: Config) -> bool:
         """Whether pixel mode's tiles store straight into a padded output: each tile within
         one output row, the epilogue applied in registers (the padding stays zero)."""
-        fe, w = self.fused_epilogue, self.pixels
-        return (config["b"] == "pixels" and w is not None and fe is not None
-                and fe.residual is None and PixelTiling.of(w, self.block(config).mr).g == 1)
+        fe = self.fused_epilogue
+        return (config["b"] == "pixels" and self.pixels is not None and fe is not None
+                and fe.residual is None
+                and PixelTiling.of(self.pixel_window(config), self.block(config).mr).g == 1)
 
     def _fuses_epilogue(self, config: Config) -> bool:
         """Whether the GEMM micro-kernel applies the epilogue to finished tiles (see _Builder:
@@ -725,8 +798,7 @@ class GemmSpace(ScheduleSpace):
         the output's write-back and the in-place epilogue. (Tap-by-tap calls reuse a tap's
         weights from L1 across a block's tiles, but measured no faster than one call per
         tile: the model leaves that reuse out.)"""
-        p, blk, w = self.pat, self.block(config), self.pixels
-        assert w is not None
+        p, blk, w = self.pat, self.block(config), self.pixel_window(config)
         M, K, B = p.m.size, p.k.size, p.batch.size
         tiling = PixelTiling.of(w, blk.mr)
         tiles = tiling.tiles
@@ -739,8 +811,11 @@ class GemmSpace(ScheduleSpace):
                 GemmBlock(tiling.tail, blk.nv, blk.lanes))
         compute = row_steps * nt * blk.nr * K
         seg = min(blk.mr, w.out_row)
-        lines = tiling.g * ((seg - 1) * w.col_stride + LINE_FLOATS) / LINE_FLOATS
-        # k steps closer than a line (a stem's filter width) revisit the same lines
+        # the lines the tile's pixels span, at most one per pixel (channels-last rows)
+        lines = tiling.g * min((seg - 1) * w.col_stride + LINE_FLOATS,
+                               seg * LINE_FLOATS) / LINE_FLOATS
+        # k steps closer than a line (a stem's filter width, channels-last) revisit the same
+        # lines
         lines *= min(1.0, w.run_stride / LINE_FLOATS)
         traffic = tiles * nt * K * (blk.nr * 4 + lines * 64) / BW_PIXELS
         t = max(compute, traffic) + STALL * traffic
@@ -755,6 +830,10 @@ class GemmSpace(ScheduleSpace):
         t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
         if p.out_begin is not None and not self.stores_padded(config):
             t += out_bytes * 2 / BW_L2  # copied into the padded output
+        if w is not self.pixels:  # the padding copy transposes
+            assert self.pixels_cl is not None
+            copy = self.pixels_cl[0]
+            t += math.prod(copy.shape) / B * CHANNELS_LAST_COPY_CYCLES / CORE_GHZ
         if self.fused_epilogue is None:  # not fused into the micro-kernel: a pass in place
             t += out_bytes * 2 / BW_L2
         elif self.fused_epilogue.residual is not None:  # read next to the stores
@@ -769,9 +848,8 @@ class GemmSpace(ScheduleSpace):
         tiles = p.batch.size * (math.ceil(n / blk.nr) if config["parallel"] == "n"
                                 else math.ceil(p.m.size / blk.mr))
         if config["b"] == "pixels":  # the parallel loop runs over channel tiles x blocks
-            assert self.pixels is not None
             tiles = p.batch.size * math.ceil(p.m.size / blk.nr) * PixelTiling.of(
-                self.pixels, blk.mr).blocks
+                self.pixel_window(config), blk.mr).blocks
         threads = max(1, os.cpu_count() or 1)
         if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
             threads = 1
@@ -806,6 +884,7 @@ class _Builder:
         self.kc = int(config["kc"])  # type: ignore[call-overload]
         self.a_mode = str(config["a"])
         self.b_mode = str(config["b"])
+        self.pw = space.pixel_window(config) if self.b_mode == "pixels" else None
         self.buffers: list[Buffer] = []
         self.bufs: dict[int, Buffer] = {}
         self.transforms: dict[int, object] = {}
@@ -887,10 +966,10 @@ class _Builder:
         for i, t in enumerate(s.inputs):
             shape = t.shape
             if self.a_mode == "const" and i == s.a_const and self.b_mode == "pixels":
-                assert s.pixels is not None
+                assert self.pw is not None
                 shape = (self.ct, K, blk.nr)
                 self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.ct,
-                                                        s.pixels.k_group)
+                                                        self.pw.k_group)
             elif self.a_mode == "const" and i == s.a_const:
                 shape = (self.mt, K, blk.mr)
                 self.transforms[i] = self._const_packer(
@@ -917,6 +996,13 @@ class _Builder:
         # (its clamped loads make it a vectorised select there): one pass over the input less
         self.folded = {id(p.b.tensor)} if self.b_mode == "pack" and self.split is None and \
             self._only_b_reads(p.b.tensor) else set()
+        # pixel mode's window, over B as read or over its channels-last copy (which then
+        # takes the place of the padding copy)
+        self.cl = s.pixels_cl if self.b_mode == "pixels" and \
+            self.cfg.get("layout") == "channels_last" else None
+        if self.cl is not None:
+            self.folded.add(id(p.b.tensor))
+            self.bufs[id(self.cl[0])] = self._add("float32", self.cl[0].shape, "scratch")
         for t in p.pre:
             if id(t) not in self.bufs and not t.op.inline and id(t) not in self.folded:  # type: ignore[union-attr]
                 self.bufs[id(t)] = self._add(t.dtype, t.shape, "scratch")
@@ -929,8 +1015,8 @@ class _Builder:
             if self.b_mode == "pack" else None
         self.win = s.window if self.b_mode == "window" else None
         if self.b_mode == "pixels":
-            assert s.pixels is not None
-            self.tiling = PixelTiling.of(s.pixels, blk.mr)
+            assert self.pw is not None
+            self.tiling = PixelTiling.of(self.pw, blk.mr)
             if self.kc < K:  # partial tiles between calls
                 items = nb * self.ct * self.tiling.blocks
                 self.part = self._add("float32", (items * self.tiling.gb * self.tiling.tpr,
@@ -952,6 +1038,8 @@ class _Builder:
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
                               for t in p.pre if id(t) in self.bufs]
+        if self.cl is not None:
+            stages += self._channels_last_copy()
         if self.split is not None:
             stages.append(lower_stage(default_schedule(self.split[0], lanes), self.bufs))
         stages += self._main()
@@ -1268,7 +1356,7 @@ class _Builder:
         epilogue runs in place over each finished block of tiles. With kc >= K one call per
         tile keeps the whole reduction, taps included, in registers; otherwise one call per
         tap and channel block reuses that tap's weights from L1 across the block's tiles."""
-        p, blk, w = self.p, self.blk, self.s.pixels
+        p, blk, w = self.p, self.blk, self.pw
         assert w is not None
         M, K, nb = p.m.size, p.k.size, p.batch.size
         P, pixel_offset = self._output_plane()
@@ -1286,7 +1374,7 @@ class _Builder:
             jo, blk_i = f // nblk % nt, f % nblk
         bvars = p.batch.unflatten(bflat)
         w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
-        x_buf = self.bufs[id(p.b.tensor)]
+        x_buf = self.bufs[id(p.b.tensor if self.cl is None else self.cl[0])]
         base = self._window_base(w, bvars)
         taps = [(e, coef) for _, e, coef in w.taps]
         taps = [(1, 0)] * (2 - len(taps)) + taps
@@ -1356,11 +1444,55 @@ class _Builder:
                                               gb * g * w.out_row))
         return For(f, _c(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
 
+    def _channels_last_copy(self) -> list[Stmt]:
+        """Pixel mode's padded input written channels-last (GemmSpace._channels_last): the
+        padding rows and columns zeroed, the inside copied by L x L blocks that the
+        transposing routine turns from channel rows into pixel rows."""
+        assert self.cl is not None
+        t = self.p.b.tensor
+        (src,) = te.tensors_read(te.expand_inline(t.op.body))  # type: ignore[union-attr]
+        unpadded = _unpad(t, src, identity=True)
+        assert unpadded is not None
+        top, left = unpadded[1][2:]
+        nb, hp, wp, c = self.cl[0].shape
+        h, w = src.shape[2:]
+        lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
+        dst, xb = self.bufs[id(self.cl[0])], self.bufs[id(src)]
+        b, r, z, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_z", "cb_c", "cb_w"))
+        zero = te.Const(0.0, "float32")
+
+        def zeros(row0: te.Expr, col0: int, cols: int) -> Stmt:
+            base = ((b * hp + row0) * wp + col0) * c
+            return For(z, _c(cols * c), "vectorize", Store(dst, simplify_index(base + z), zero))
+
+        parts: list[Stmt] = []
+        if top:
+            parts.append(For(r, _c(top), "serial", zeros(r, 0, wp)))
+        if hp - top - h > 0:
+            parts.append(For(r, _c(hp), "serial", zeros(r, 0, wp), start=_c(top + h)))
+        inside: list[Stmt] = []
+        if left:
+            inside.append(zeros(r, 0, left))
+        if wp - left - w > 0:
+            inside.append(zeros(r, left + w, wp - left - w))
+        src_off = ((b * c + cb * lanes) * h + r - top) * w + wb * lanes
+        dst_off = ((b * hp + r) * wp + left + wb * lanes) * c + cb * lanes
+        inside.append(For(cb, _c(c // lanes), "serial", For(wb, _c(-(-w // lanes)), "serial", Call(
+            transpose_routine(lanes), [BufPtr(xb, simplify_index(src_off)), _c(h * w),
+                                       BufPtr(dst, simplify_index(dst_off)), _c(c),
+                                       te.minimum(_c(lanes), _c(w) - wb * lanes)]))))
+        if nb == 1:  # the rows' loop is the kernel's stage, parallel when large
+            kind = "parallel" if c * h * w >= PARALLEL_COPY_MIN else "serial"
+            parts.append(For(r, _c(top + h), kind, Seq(inside), start=_c(top)))
+            return [bind(x, {b: _c(0)}) for x in parts]
+        parts.append(For(r, _c(top + h), "serial", Seq(inside), start=_c(top)))
+        return [For(b, _c(nb), "serial", Seq(parts))]
+
     def _output_plane(self) -> tuple[int, Callable[[te.Expr, te.Expr], te.Expr]]:
         """The output's elements per channel plane, and the offset of output pixel (row,
         column) in its plane: rows of the output row length, or of the padded row pitch
         past the padding's top and left (GemmPattern.out_begin)."""
-        p, w = self.p, self.s.pixels
+        p, w = self.p, self.pw
         assert w is not None
         if self.out is not self.padded:
             return w.rows * w.out_row, lambda oh, ow: oh * w.out_row + ow
@@ -1432,7 +1564,7 @@ class _Builder:
                          pix0: te.Expr, pixels: int) -> Stmt:
         """Pixel mode's epilogue when it is not fused: in place over channel tile `jo` and
         the block's output pixels [pix0, pix0 + pixels)."""
-        p, blk, w = self.p, self.blk, self.s.pixels
+        p, blk, w = self.p, self.blk, self.pw
         assert w is not None
         M, P = p.m.size, w.rows * w.out_row
         i, j = te.Var("ei"), te.Var("ej")
@@ -1591,6 +1723,17 @@ class PixelTiling:
         else:  # 7x7 with 14 rows: the last tile holds one output row of seven pixels
             tail = w.rows % g * w.out_row
         return PixelTiling(g, tpr, gb, m_full, groups, math.ceil(groups / gb), tail)
+
+
+def _unclamped(ix: te.Expr) -> te.Expr:
+    """`e` for an index `min(max(e, 0), hi)`, `max(e, 0)` or `min(e, hi)` (a padding copy
+    clamps the positions its condition throws away), else the index itself."""
+    if isinstance(ix, te.Binary) and ix.op == "min" and isinstance(ix.b, te.Const):
+        ix = ix.a
+    if isinstance(ix, te.Binary) and ix.op == "max" and isinstance(ix.b, te.Const) \
+            and ix.b.value == 0:
+        ix = ix.a
+    return ix
 
 
 def _fma_rate(blk: GemmBlock) -> float:

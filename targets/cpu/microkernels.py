@@ -47,6 +47,8 @@ PREFETCH_PIXEL_STEPS = 8
 LINE_FLOATS = 16  # floats per 64-byte cache line
 CONV_PREFIX = "aotc_conv_f32_"
 _CONV_NAME = re.compile(r"^aotc_conv_f32_(\d+)x(\d+)v(\d+)(n?)$")
+TRANSPOSE_PREFIX = "aotc_transpose_f32_v"
+_TRANSPOSE_NAME = re.compile(r"^aotc_transpose_f32_v(\d+)$")
 _GEMM_NAME = re.compile(r"^aotc_gemm_f32_(\d+)x(\d+)v(\d+)$")
 
 
@@ -113,8 +115,20 @@ def conv_routine(blk: GemmBlock, near: bool = False) -> str:
     return f"{CONV_PREFIX}{blk.mr}x{blk.nv}v{blk.lanes}" + ("n" if near else "")
 
 
+def transpose_routine(lanes: int) -> str:
+    """Name of the block-transposing copy for `lanes`-float vectors (see _TransposeWriter)."""
+    return f"{TRANSPOSE_PREFIX}{lanes}"
+
+
 def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     """LLVM IR text defining routine `name`, and the declarations it needs."""
+    t = _TRANSPOSE_NAME.match(name)
+    if t is not None:
+        lanes = int(t.group(1))
+        if lanes != target.vector_lanes_f32:
+            raise KeyError(f"{name} is for {lanes}-lane vectors; {target.name} has "
+                           f"{target.vector_lanes_f32}")
+        return _TransposeWriter(GemmBlock(lanes, 1, lanes)).text()
     conv = parse_conv_routine(name)
     blk = parse_gemm_routine(name) if conv is None else conv[0]
     if blk is None:
@@ -723,3 +737,39 @@ class _ConvWriter(_GemmWriter):
             return [x for row in new for x in row]
 
         return self._loop(f"{tag}.k{tflat[2:]}", "%k", None, acc, step)[0]
+
+
+class _TransposeWriter(_ConvWriter):
+    """The block-transposing copy: an L x L block from L rows `src_stride` floats apart, of
+    which the first `cols` floats each, into `cols` rows `dst_stride` floats apart of L
+    floats each: dst[j*dst_stride + i] = src[i*src_stride + j] for i < L, j < cols. Loads,
+    log2 L rounds of shuffles (the convolution kernel's transposition) and stores, where a
+    scalar loop nest would gather one float per load. Arguments:
+        (ptr src, i64 src_stride, ptr dst, i64 dst_stride, i64 cols)"""
+
+    def text(self) -> tuple[str, list[str]]:
+        b, vt, mt = self.b, self.vt, self.mt
+        L = b.lanes
+        head = (f"define internal void @{transpose_routine(L)}(ptr %src, i64 %src_stride, "
+                "ptr %dst, i64 %dst_stride, i64 %cols) alwaysinline nounwind")
+        self.label("entry")
+        cols = self.splat_i64("%cols")
+        mask = self.t()
+        self.emit(f"{mask} = icmp ult <{L} x i64> {self.iota(0)}, {cols}")
+        rows = []
+        for i in range(L):
+            off, p = self.t(), self.t()
+            self.emit(f"{off} = mul i64 %src_stride, {i}")
+            self.emit(f"{p} = getelementptr float, ptr %src, i64 {off}")
+            rows.append(self.masked_load(p, mask))
+        for j, col in enumerate(self._transpose(rows)):
+            on, m, off, p = self.t(), self.t(), self.t(), self.t()
+            self.emit(f"{on} = icmp slt i64 {j}, %cols")
+            self.emit(f"{m} = select i1 {on}, {mt} <{', '.join(['i1 true'] * L)}>, "
+                      f"{mt} zeroinitializer")
+            self.emit(f"{off} = mul i64 %dst_stride, {j}")
+            self.emit(f"{p} = getelementptr float, ptr %dst, i64 {off}")
+            self.emit(f"call void @llvm.masked.store.v{L}f32.p0({vt} {col}, ptr align 4 {p}, "
+                      f"{mt} {m})")
+        self.emit("ret void")
+        return head + " {\n" + "\n".join(self.lines) + "\n}\n", self.declarations()
