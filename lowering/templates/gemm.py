@@ -525,9 +525,7 @@ class GemmSpace(ScheduleSpace):
         if len(sources) != 1 or sources[0].op is not None or \
                 sources[0] not in self.inputs or _unpad(t, sources[0], identity=True) is None:
             return None
-        readers = [x for x in p.pre if x is not t] + ([p.epilogue] if p.epilogue else [])
-        if any(t in te.tensors_read(te.expand_inline(x.op.body)) for x in readers) or \
-                p.a.tensor is t or _loads_of(p.init, t):  # type: ignore[union-attr]
+        if not self.only_b_reads(t):
             return None
         ax = [a.var for a in t.op.axes]
         n, c, h, w = t.shape
@@ -543,6 +541,15 @@ class GemmSpace(ScheduleSpace):
         if win is None or len(win.taps) > 2 or win.run_stride != 1 or win.run_extent != c:
             return None
         return copy, load, win
+
+    def only_b_reads(self, t: te.Tensor) -> bool:
+        """Whether nothing but the B operand reads stage `t` (no other stage, the epilogue,
+        A or the reduction's initial value)."""
+        p = self.pat
+        readers = [x for x in p.pre if x is not t] + ([p.epilogue] if p.epilogue else [])
+        if any(t in te.tensors_read(te.expand_inline(x.op.body)) for x in readers):  # type: ignore[union-attr]
+            return False
+        return p.a.tensor is not t and not _loads_of(p.init, t)
 
     def pixel_window(self, config: Config) -> Window:
         """Pixel mode's window for `config`: over the input as read, or its channels-last copy."""
@@ -628,7 +635,8 @@ class GemmSpace(ScheduleSpace):
             return {**config, "kc": min(kc, self.window.run_extent), "layout": "planes"}
         if config["b"] == "pixels" and self.pixels is not None:
             K = self.pat.k.size
-            return {**config, "parallel": "n",
+            layout = config.get("layout") if self.pixels_cl is not None else "planes"
+            return {**config, "parallel": "n", "layout": layout,
                     "kc": K if kc >= K else min(kc, self.pixel_window(config).run_extent)}
         return {**config, "layout": "planes"}
 
@@ -889,15 +897,12 @@ class _Builder:
         self.bufs: dict[int, Buffer] = {}
         self.transforms: dict[int, object] = {}
 
-    def _only_b_reads(self, t: te.Tensor) -> bool:
-        """Whether `t` is an element-wise pre stage read by nothing but the B operand."""
+    def _folds_into_packing(self, t: te.Tensor) -> bool:
+        """Whether the packing should read `t`, an element-wise pre stage that only B reads,
+        through its expression rather than from a copy."""
         p = self.p
-        if t not in p.pre or t.op is None or isinstance(t.op.body, te.Reduce):
-            return False
-        readers = [x for x in p.pre if x is not t] + ([p.epilogue] if p.epilogue else [])
-        if any(t in te.tensors_read(te.expand_inline(x.op.body)) for x in readers):  # type: ignore[union-attr]
-            return False
-        if p.a.tensor is t or _loads_of(p.init, t):
+        if t not in p.pre or t.op is None or isinstance(t.op.body, te.Reduce) or \
+                not self.s.only_b_reads(t):
             return False
         # folding costs a clamp and a select per packed element, the copy one pass over the
         # tensor: worth it only when the packing reads each element a few times at most
@@ -995,7 +1000,7 @@ class _Builder:
         # a padding copy that only the packed B operand reads is folded into the packing
         # (its clamped loads make it a vectorised select there): one pass over the input less
         self.folded = {id(p.b.tensor)} if self.b_mode == "pack" and self.split is None and \
-            self._only_b_reads(p.b.tensor) else set()
+            self._folds_into_packing(p.b.tensor) else set()
         # pixel mode's window, over B as read or over its channels-last copy (which then
         # takes the place of the padding copy)
         self.cl = s.pixels_cl if self.b_mode == "pixels" and \
