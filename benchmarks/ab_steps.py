@@ -1,0 +1,77 @@
+"""One model compiled twice, with and without some graph passes, timed step by step on one core.
+
+    python benchmarks/ab_steps.py benchmarks/models/resnet50.onnx --without pad_in_producer
+        [--runs 40] [--min-change 0.04] [--markdown]
+
+Both programs run in model order on the serial runtime (as `profile_model.py` runs one), their
+passes alternating, so that a burst of load on a shared host hits both alike. Reports, per step
+whose median moved by more than `--min-change`, both medians and their ratio (B: all passes, A:
+without the named ones), and the sums of the steps' medians and minimums. Steps are paired by
+position: the passes compared must keep the kernel sequence (fusion passes do not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+
+from program_runner import bind_steps  # noqa: E402
+from table import print_rows  # noqa: E402
+
+from aotc.driver import compile_file  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", type=Path)
+    ap.add_argument("--without", nargs="+", required=True, help="passes program A leaves out")
+    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--min-change", type=float, default=0.04,
+                    help="list steps whose median moved by more than this fraction")
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    programs = [compile_file(args.model, input_shapes=[], threads=1,
+                             disabled_passes=list(args.without))[0],
+                compile_file(args.model, input_shapes=[], threads=1)[0]]
+    if len(programs[0].steps) != len(programs[1].steps):
+        sys.exit(f"the programs have {len(programs[0].steps)} and {len(programs[1].steps)} "
+                 "steps: they cannot be paired")
+    rng = np.random.default_rng(0)
+    bound = []  # (calls, outputs, kept alive): the outputs are written through raw pointers
+    for p in programs:
+        inputs = [rng.standard_normal(tuple(i.shape)) for i in p.inputs]
+        bound.append(bind_steps(p, inputs))
+    times = [[[] for _ in p.steps] for p in programs]
+    for _ in range(args.runs + 2):  # two warm-up passes
+        for k, (calls, _outs, _keep) in enumerate(bound):
+            for j, (fn, ptrs) in enumerate(calls):
+                t = time.perf_counter()
+                fn(None, ptrs, None)
+                times[k][j].append(time.perf_counter() - t)
+    med = [[statistics.median(ts[2:]) for ts in per] for per in times]
+    low = [[min(ts[2:]) for ts in per] for per in times]
+    rows = []
+    for j, sb in enumerate(programs[1].steps):
+        a, b = med[0][j], med[1][j]
+        if abs(b / a - 1) > args.min_change:
+            rows.append([str(j), sb.node, f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{b / a:.2f}",
+                         f"{low[1][j] / low[0][j]:.2f}"])
+    print(f"{args.model.name}: one thread, {args.runs} alternating passes; A without "
+          f"{', '.join(args.without)}, B with every pass")
+    print(f"sum of medians: A {sum(med[0]) * 1e3:.2f} ms, B {sum(med[1]) * 1e3:.2f} ms, "
+          f"B/A {sum(med[1]) / sum(med[0]):.3f}; of minimums: B/A "
+          f"{sum(low[1]) / sum(low[0]):.3f}")
+    print_rows(["step", "node (B)", "A ms", "B ms", "B/A", "B/A of minimums"], rows,
+               args.markdown)
+
+
+if __name__ == "__main__":
+    main()
