@@ -13,6 +13,7 @@ compiles with the schedules a tuning run recorded (`aotc optimize MODEL -o DIR -
 
     python benchmarks/bench_models.py [--big] [--models mlp resnet50] [--runs 50]
                                       [--threads 1 2] [--tuning-log FILE] [--markdown]
+                                      [--target cpu-avx2]
 
 `--big` adds ResNet-50, MobileNetV2 and the BERT-base-sized encoder (run make_big_models.py first).
 """
@@ -125,6 +126,8 @@ def main() -> None:
     ap.add_argument("--tuning-log", type=Path, default=None,
                     help="compile with the schedules of this tuning log (written by `aotc "
                          "optimize --tune`; kernels it lacks keep the cost model's choice)")
+    ap.add_argument("--target", choices=("cpu", "cpu-avx2"), default="cpu",
+                    help="aotc's code: for this machine, or AVX2 code run here")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     if args.clock == "thread" and args.threads != [1]:
@@ -137,7 +140,8 @@ def main() -> None:
         tuner = make_tuner(0.0, args.tuning_log) if args.tuning_log else None  # read once
         for name, path in paths.items():
             t0 = time.perf_counter()
-            optimize_model(path, Path(tmp) / name, input_shapes=[], tuner=tuner)
+            optimize_model(path, Path(tmp) / name, input_shapes=[], tuner=tuner,
+                           target=args.target)
             t1 = time.perf_counter()
             build_bundle(Path(tmp) / name, target="shared")
             compile_rows.append((name, f"{t1 - t0:.2f}", f"{time.perf_counter() - t1:.2f}"))

@@ -14,12 +14,17 @@ depthwise ones are named `mv2.dw*`); softmax and layer normalisation over [128, 
 [12, 128, 128]; `overhead.add` (a 16-element Add: each engine's per-call floor).
 
     python benchmarks/bench_ops.py [--threads 1 2] [--runs 30] [--filter gemm r50] [--quick]
-                                   [--markdown]
+                                   [--markdown] [--target cpu-avx2]
+
+`--target cpu-avx2` compiles aotc's side for AVX2 (256-bit vectors, 16 registers) and runs it
+on this machine: the AVX2 code's speed, % of peak against the 256-bit FMA peak (onnxruntime
+still runs its own, widest kernels).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import tempfile
@@ -35,7 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from conv_layers import MOBILENETV2_CONVS, RESNET50_CONVS, ConvLayer  # noqa: E402
-from peak import cached_peak  # noqa: E402
+from peak import cached_peak, measure_peak  # noqa: E402
 from table import print_rows  # noqa: E402
 from timing import (  # noqa: E402
     CLOCKS,
@@ -176,13 +181,13 @@ def all_cases(quick: bool) -> list[Case]:
     return cases
 
 
-def compile_case(case: Case, work: Path) -> Path:
+def compile_case(case: Case, work: Path, target: str = "cpu") -> Path:
     folder = work / case.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model.onnx"
     onnx.save(case.model, str(path))
     bundle = folder / "bundle"
-    optimize_model(path, bundle, input_shapes=[], name="op")
+    optimize_model(path, bundle, input_shapes=[], name="op", target=target)
     build_bundle(bundle, target="shared")
     return bundle
 
@@ -196,8 +201,21 @@ def _max_rel_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.abs(got - want).max() / max(1.0, float(np.abs(want).max())))
 
 
+def target_peak(threads: int, target: str) -> float:
+    """The FMA peak (GFLOP/s) at the vector width `target`'s code uses: the machine's
+    widest for the host, 256 bits for `cpu-avx2` (the same FMA loop on 8 lanes)."""
+    if target == "cpu-avx2":
+        return avx2_peak(threads).gflops
+    return cached_peak(threads).gflops
+
+
+@functools.cache
+def avx2_peak(threads: int):  # -> peak.Peak
+    return measure_peak(threads, reps=3, seconds=0.2, lanes=8)
+
+
 def time_case(case: Case, bundle_dir: Path, threads: int, runs: int,
-              clock: Callable[[], float]) -> None:
+              clock: Callable[[], float], target: str = "cpu") -> None:
     """Appends one row per thread count to case.rows."""
     set_blas_threads(threads)
     sess = ort_session(case.model, threads)
@@ -213,7 +231,7 @@ def time_case(case: Case, bundle_dir: Path, threads: int, runs: int,
             engines["numpy"] = case.numpy
         t = {name: median(s) for name, s in interleave(engines, runs, clock=clock).items()}
     a, o, n = t["aotc"], t["ort"], t.get("numpy")
-    peak = cached_peak(threads).gflops if case.flops else None
+    peak = target_peak(threads, target) if case.flops else None
 
     def pct(seconds: float) -> str:
         return f"{100 * _rate(case, seconds) / peak:.0f}" if peak else ""
@@ -260,6 +278,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="three small cases (the smoke test)")
     ap.add_argument("--clock", choices=list(CLOCKS), default="wall",
                     help="thread: CPU time of the calling thread (1 thread only; shared machines)")
+    ap.add_argument("--target", choices=("cpu", "cpu-avx2"), default="cpu",
+                    help="aotc's code: for this machine, or AVX2 code (run here; %% of peak "
+                         "then against the 256-bit FMA peak)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     load_before = load_average()
@@ -270,17 +291,18 @@ def main() -> None:
         ap.error("--clock thread needs --threads 1 (worker threads' time would be left out)")
     with tempfile.TemporaryDirectory(prefix="aotc_bench_ops_") as tmp:
         for case in cases:
-            bundle = compile_case(case, Path(tmp))
+            bundle = compile_case(case, Path(tmp), args.target)
             for t in threads:
-                time_case(case, bundle, t, args.runs, CLOCKS[args.clock])
+                time_case(case, bundle, t, args.runs, CLOCKS[args.clock], args.target)
     print(f"load average before: {load_before}, after: {load_average()}; clock: {args.clock}")
     rows = [r for t in threads for c in cases for r in c.rows if r[1] == t]
     print_rows(HEAD, rows, args.markdown)
     print()
     print_rows(SUMMARY_HEAD, [r for t in threads for r in summary(cases, t)], args.markdown)
     print()
-    print_rows(("threads", "FMA peak GFLOP/s"),
-               [(t, f"{cached_peak(t).gflops:.1f}") for t in threads], args.markdown)
+    print_rows(("threads", "target", "FMA peak GFLOP/s"),
+               [(t, args.target, f"{target_peak(t, args.target):.1f}") for t in threads],
+               args.markdown)
 
 
 if __name__ == "__main__":

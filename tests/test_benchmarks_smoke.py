@@ -37,6 +37,24 @@ def test_bench_ops_quick() -> None:
     assert float(next(r for r in rows if "FMA peak GFLOP/s" in r)["FMA peak GFLOP/s"]) > 0
 
 
+def _host_has(flag: str) -> bool:
+    try:
+        return any(flag in line.split() for line in open("/proc/cpuinfo")
+                   if line.startswith("flags"))
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _host_has("avx2"), reason="runs AVX2 code on this machine")
+def test_bench_ops_times_avx2_code_against_the_256_bit_peak() -> None:
+    rows = _run("bench_ops.py", "--quick", "--runs", "3", "--target", "cpu-avx2",
+                "--filter", "gemm")
+    (gemm,) = [r for r in rows if "case" in r]
+    assert gemm["check"] == "ok" and float(gemm["aotc % peak"]) > 0
+    peak = next(r for r in rows if "FMA peak GFLOP/s" in r)
+    assert peak["target"] == "cpu-avx2" and float(peak["FMA peak GFLOP/s"]) > 0
+
+
 def test_bench_models_one_sample_model() -> None:
     rows = _run("bench_models.py", "--models", "mlp", "--runs", "3", "--threads", "1")
     mlp = next(r for r in rows if r.get("model") == "mlp" and "threads" in r)
