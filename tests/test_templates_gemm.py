@@ -169,6 +169,19 @@ def test_cost_model_choices_for_network_layers():
     assert (best["a"], best["kc"], best["parallel"]) == ("direct", 1024, "n")
 
 
+def test_cost_model_scales_packing_by_the_vector_width():
+    """Packing copies fewer elements per instruction with 8-lane vectors: on AVX2 ResNet-50's
+    3x3 layers at 28 and 14 run in pixel mode (measured 1.1-1.3x faster than packed), as
+    they do on AVX-512."""
+    ins, out, wv = general_conv(1, 128, 28, 28, 128, 3, 3, (1, 1, 1, 1))
+    for name in ("cpu-avx2", "cpu-avx512"):
+        space = GemmTemplate.match(ins, [out], [None, wv, None], NAMED_TARGETS[name])
+        assert space.default_config()["b"] == "pixels", name
+    space = GemmTemplate.match(ins, [out], [None, wv, None], NAMED_TARGETS["cpu-avx2"])
+    pack = {**space.default_config(), "b": "pack", "block": "4x3", "kc": 256}
+    assert space.cost(pack) > space.cost({**pack, "b": "pixels", "block": "6x2"})
+
+
 def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows():
     """A GEMM whose A (activations) is read in place: every block row is a stream of lines of
     its own, and 14-row blocks measured 5-40 % slower than 6-9 rows at K >= 512 in either

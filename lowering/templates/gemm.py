@@ -688,10 +688,15 @@ class GemmSpace(ScheduleSpace):
         if p.out_begin is not None:
             t += B * M * p.n.size * PADDED_EPILOGUE_CYCLES / CORE_GHZ
         if config["b"] == "pack":
-            # im2col copies output-row runs: a vector copy plus a fixed cost per run
+            # im2col copies output-row runs: a vector copy plus a fixed cost per run. The
+            # copy's cycles per element were fitted with 16-lane vectors; narrower ones copy
+            # fewer elements per instruction (AVX2 3x3 layers measured 1.1-1.3x slower packed
+            # than in pixel mode, which the unscaled costs ranked first)
             run = min(p.n.extents[-1], blk.nr)  # a panel row copies at most NR pixels
-            per = PACK_CONTIGUOUS_CYCLES if self.b_contiguous else \
-                PACK_ELEMENT_CYCLES + PACK_RUN_CYCLES / run + PACK_GATHER_CYCLES * self.b_gathers
+            per = (PACK_CONTIGUOUS_CYCLES if self.b_contiguous else PACK_ELEMENT_CYCLES) * \
+                LINE_FLOATS / blk.lanes
+            if not self.b_contiguous:
+                per += PACK_RUN_CYCLES / run + PACK_GATHER_CYCLES * self.b_gathers
             t += B * K * Np * per / CORE_GHZ
         if config["a"] == "pack":  # a transposing copy into MR-row panels
             t += B * Mp * K * A_PACK_ELEMENT_CYCLES / CORE_GHZ
