@@ -13,8 +13,8 @@ tensor in place. The rewritten model computes the same values in plain onnxrunti
 Only where the producer's kernel writes the padding at little cost: a 2-D group-1 Conv with
 constant weights (the GEMM template's), an output row of at least MIN_PADDED_WIDTH pixels
 (pixel mode's tiles then lie within one output row and store straight into the padded
-output; the other modes write it from their per-panel epilogue pass), and clamps only in its
-epilogue (what pixel mode applies in registers).
+output; other schedules copy their result in), and clamps only in its epilogue (what pixel
+mode applies in registers).
 """
 
 from __future__ import annotations

@@ -100,9 +100,6 @@ PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4
 # packing measured 0.39 ms more than the model said against pixel mode, at 256x784 elements)
 PACK_GATHER_CYCLES = 3.0
 PACK_CONTIGUOUS_CYCLES = 1.0  # per element of a contiguous run (1x1: 0.08 ms for 64 x 3136)
-# per element of the epilogue pass that writes a padded output from the accumulator, one
-# output row's part of a panel at a time (ResNet-50's 1x1 layers at 56 and 28: 2.2-4.4)
-PADDED_EPILOGUE_CYCLES = 3.0
 # per element of pixel mode's padding copy written channels-last, more than a plain copy
 CHANNELS_LAST_COPY_CYCLES = 0.5
 # elements from which that copy runs its image rows in parallel
@@ -686,7 +683,7 @@ class GemmSpace(ScheduleSpace):
         traffic += self._write_back(config, nt)
         t = B * (max(compute, traffic) + STALL * traffic)
         if p.out_begin is not None:
-            t += B * M * p.n.size * PADDED_EPILOGUE_CYCLES / CORE_GHZ
+            t += self._padding_copy()
         if config["b"] == "pack":
             # im2col copies output-row runs: a vector copy plus a fixed cost per run. The
             # copy's cycles per element were fitted with 16-lane vectors; narrower ones copy
@@ -786,6 +783,15 @@ class GemmSpace(ScheduleSpace):
         chunk = L2 // 4 // panel
         return nt if nt * panel <= L2 // 2 or chunk < CHUNK_MIN_PANELS else chunk
 
+    def _padding_copy(self) -> float:
+        """Seconds of the copy of an unpadded result into a padded output: a contiguous
+        vector copy per image row (ResNet-50's 64->64 1x1 at 56: 0.06-0.08 ms for 200k
+        floats, which made its direct schedule slower than pixel mode's padded stores)."""
+        p = self.pat
+        lanes = self.target.vector_lanes_f32  # type: ignore[attr-defined]
+        return p.batch.size * p.m.size * p.n.size * PACK_CONTIGUOUS_CYCLES * \
+            LINE_FLOATS / lanes / CORE_GHZ
+
     def stores_padded(self, config: Config) -> bool:
         """Whether pixel mode's tiles store straight into a padded output: each tile within
         one output row, the epilogue applied in registers (the padding stays zero)."""
@@ -796,10 +802,8 @@ class GemmSpace(ScheduleSpace):
 
     def _fuses_epilogue(self, config: Config) -> bool:
         """Whether the GEMM micro-kernel applies the epilogue to finished tiles (see _Builder:
-        not in window mode, nor when tiles accumulate in a scratch: line-pitched, or for a
-        padded output)."""
-        if self.fused_epilogue is None or config["b"] == "window" or \
-                self.pat.out_begin is not None:
+        not in window mode, nor when tiles accumulate in a line-pitched scratch)."""
+        if self.fused_epilogue is None or config["b"] == "window":
             return False
         return not _accumulates_line_pitched(self.pat.n.size, self.block(config).nr,
                                              str(config["parallel"]))
@@ -842,7 +846,7 @@ class GemmSpace(ScheduleSpace):
         out_bytes = M * w.rows * w.out_row * 4
         t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
         if p.out_begin is not None and not self.stores_padded(config):
-            t += out_bytes * 2 / BW_L2  # copied into the padded output
+            t += self._padding_copy() / B
         if w is not self.pixels:  # the padding copy transposes
             assert self.pixels_cl is not None
             copy = self.pixels_cl[0]
@@ -993,10 +997,10 @@ class _Builder:
         self.out = self._add(out.dtype, out.shape, "output")
         self.bufs[id(out)] = self.out
         # A padded output (GemmPattern.out_begin): pixel mode's tiles store into it where
-        # they can (stores_padded); the other modes accumulate in a scratch whose epilogue
-        # pass writes it; else the tiles go to an unpadded scratch copied in at the end.
+        # they can (stores_padded); otherwise the kernel computes the unpadded output into a
+        # scratch, as it would any output, and copies it in by image rows at the end.
         self.padded = self.out if p.out_begin is not None else None
-        if self.padded is not None and self.b_mode == "pixels" and not s.stores_padded(self.cfg):
+        if self.padded is not None and not s.stores_padded(self.cfg):
             self.out = self._add(out.dtype, p.product.shape, "scratch")
         # B read with a stride along the packed rows (strided convolutions): the packing would
         # gather; instead one pass splits B's last axis by residue (x = s*j + q -> [q][..][j])
@@ -1040,9 +1044,8 @@ class _Builder:
             self.nt = math.ceil(self.win.size / blk.nr)
             self.ld = _round_up(self.win.size, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
-        elif self.b_mode != "pixels" and (  # pixel mode stores its tiles into the output
-                self.padded is not None
-                or _accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]))):
+        elif (_accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]))
+              and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
             self.ld = _round_up(N, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
@@ -1344,8 +1347,7 @@ class _Builder:
             n_vmap[nvars[0]] = r
         mi = m0 + i
         acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + r * w.row + j))
-        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j) \
-            if self.padded is None else self._padded_index(bflat, mi, r, j)
+        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j)
         value = self._epilogue_value(bvars, mi, n_vmap, acc)
         lo = te.maximum(_c(0), v0 - r * w.row)
         hi = te.minimum(_c(w.out_row), v1 - r * w.row)
@@ -1521,8 +1523,8 @@ class _Builder:
         return simplify_index(((bflat * p.m.size + mi) * hp + oh + top) * wp + ow + left)
 
     def _copy_into_padded(self) -> Stmt:
-        """The unpadded results (pixel mode's tiles when they cannot store into the padded
-        output) copied inside the padding."""
+        """The unpadded results (of every schedule but pixel mode's tiles that store into the
+        padded output) copied inside the padding, one image row at a time."""
         p = self.p
         h, w = p.n.extents
         pl, r, x = te.Var("cp"), te.Var("cr"), te.Var("cx")
@@ -1610,8 +1612,6 @@ class _Builder:
         p = self.p
         M, N = p.m.size, p.n.size
         i, j = te.Var("ei"), te.Var("ej")
-        if self.padded is not None:
-            return self._padded_epilogue(bvars, bflat, m0, mlen, n0, nlen)
         mi, nj = m0 + i, n0 + j
         out_index = (bflat * M + mi) * N + nj
         acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + nj))
@@ -1620,29 +1620,6 @@ class _Builder:
             return Seq([])
         return For(i, mlen, "serial",
                    For(j, nlen, "vectorize", Store(self.out, simplify_index(out_index), value)))
-
-    def _padded_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
-                         mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:
-        """_epilogue into a padded output: the columns [n0, n0+nlen) taken one output row
-        at a time, so that each run is contiguous in the accumulator and in the output."""
-        p = self.p
-        M = p.m.size
-        width = p.n.extents[-1]
-        i, r, x = te.Var("ei"), te.Var("er"), te.Var("ex")
-        mi = m0 + i
-        first = n0 // width
-        oh = first + r
-        nj = oh * width + x
-        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + nj))
-        oh_var, ow_var = p.n.vars
-        value = self._epilogue_value(bvars, mi, {oh_var: oh, ow_var: x}, acc)
-        assert value is not None  # the accumulator is a scratch
-        lo = te.maximum(_c(0), n0 - oh * width)
-        hi = te.minimum(_c(width), n0 + nlen - oh * width)
-        return For(i, mlen, "serial", For(
-            r, (n0 + nlen - 1) // width - first + 1, "serial",
-            For(x, hi, "vectorize", Store(self.out, self._padded_index(bflat, mi, oh, x), value),
-                start=lo)))
 
     def _epilogue_value(self, bvars: dict[te.Var, te.Expr], mi: te.Expr,
                         n_vmap: dict[te.Var, te.Expr], acc: te.Expr,
