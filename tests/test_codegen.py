@@ -98,3 +98,33 @@ def test_parallel_loop_runs_from_its_start():
     kernel = Kernel("k_par", [out], [For(i, te.Const(8, "int64"), "parallel", body,
                                           start=te.Const(3, "int64"))])
     np.testing.assert_array_equal(run_kernel(kernel, [])[0], [0, 0, 0, 4, 5, 6, 7, 8])
+
+
+def test_scheduled_reductions_combine_lanes_by_halves():
+    """A vectorised reduction loop (interleave > 0) marks its accumulating add `reassoc`, and
+    nothing else: LLVM then combines the vector lanes at the end in log2 steps instead of 15
+    dependent scalar adds, and the value's own arithmetic keeps its order."""
+    from kernel_harness import run_kernel
+
+    from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Store
+    from targets.cpu.codegen import optimized_module
+    from targets.cpu.target import target_machine
+
+    x = Buffer("i0", "float32", (256,), "input")
+    out = Buffer("o1", "float32", (1,), "output")
+    c = te.Var("c")
+    zero = te.Const(0, "int64")
+    value = BufLoad(x, c) * te.Const(3.0, "float32") + te.Const(1.0, "float32")
+    kernel = Kernel("k_red", [x, out], [
+        Store(out, zero, te.Const(0.0, "float32")),
+        For(c, te.Const(256, "int64"), "vectorize",
+            Store(out, zero, BufLoad(out, zero) + value), interleave=4)])
+    mb = ModuleBuilder(host_target())
+    mb.add_kernel(kernel)
+    text = mb.text()
+    assert text.count("reassoc") == 1 and "fadd reassoc contract float" in text
+    asm = target_machine(host_target()).emit_assembly(optimized_module(text, host_target()))
+    assert asm.count("vaddss") + asm.count("addss") < 8
+    xs = np.arange(256, dtype=np.float32) / 64
+    (got,) = run_kernel(kernel, [xs])
+    np.testing.assert_allclose(got[0], float((xs.astype(np.float64) * 3 + 1).sum()), rtol=1e-6)

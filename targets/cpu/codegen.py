@@ -12,7 +12,7 @@ from __future__ import annotations
 import llvmlite.binding as llvm
 
 from lowering import te
-from lowering.affine import interval
+from lowering.affine import interval, simplify_index
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Prefetch, Seq, Stmt, Store
 from lowering.partition import partition_kernel
 from targets.cpu import microkernels
@@ -168,6 +168,7 @@ class _FunctionEmitter:
         self.block = "entry"
         self.vars: dict[te.Var, str] = {}
         self.ranges: dict[te.Var, tuple[int, int]] = {}  # loop variable -> [lo, hi]
+        self.reductions = 0  # vectorised reduction loops (interleave > 0) around the code
         self.ptr: dict[int, str] = {}
         for i, b in enumerate(kemit.kernel.buffers):
             gep = self.tmp()
@@ -264,7 +265,10 @@ class _FunctionEmitter:
         self.start_block(body_l)
         saved = self.vars.get(var)
         self.vars[var] = iv
+        reduction = kind == "vectorize" and interleave > 0
+        self.reductions += reduction
         self.stmt(body)
+        self.reductions -= reduction
         if saved is not None:
             self.vars[var] = saved
         self.line(f"br label %{latch}")
@@ -301,7 +305,9 @@ class _FunctionEmitter:
         return f", !alias.scope {own}" + (f", !noalias {others}" if others else "")
 
     def store(self, s: Store) -> None:
-        val = self.expr(s.value)
+        val = self._reassociated(s) if self.reductions else None
+        if val is None:
+            val = self.expr(s.value)
         if s.value.dtype != s.buf.dtype:
             raise TypeError(f"store of {s.value.dtype} into {s.buf!r}")
         if s.buf.dtype == "bool":
@@ -311,6 +317,32 @@ class _FunctionEmitter:
         p = self._address(s.buf, s.index)
         self.line(f"store {MEMTYPE[s.buf.dtype]} {val}, ptr {p}, align {SIZE[s.buf.dtype]}"
                   + self._alias(s.buf))
+
+    def _reassociated(self, s: Store) -> str | None:
+        """In a vectorised reduction loop (a schedule's, interleave > 0), the combine of an
+        accumulation `x[i] = x[i] op v` carries `reassoc`, so that LLVM combines the vector
+        lanes at the end by halves, not one after another (DESIGN: reassociation only in
+        scheduled reductions; a NaN-aware max is exactly associative anyway). None for any
+        other store."""
+        e = s.value
+        if not (isinstance(e, te.Binary) and e.op in ("add", "max", "min")
+                and e.dtype in ("float32", "float64")):
+            return None
+        own = [x for x in (e.a, e.b) if isinstance(x, BufLoad) and x.buf is s.buf
+               and repr(simplify_index(x.index)) == repr(simplify_index(s.index))]
+        if not own:
+            return None
+        a, b = self.expr(e.a), self.expr(e.b)
+        ty = LLTYPE[e.dtype]
+        r = self.tmp()
+        if e.op == "add":
+            self.line(f"{r} = fadd reassoc contract {ty} {a}, {b}")
+            return r
+        name = "minimumnum" if e.op == "min" else "maximumnum"
+        fn = f"llvm.{name}.{'f32' if ty == 'float' else 'f64'}"
+        self.mod.declares.add(f"declare {ty} @{fn}({ty}, {ty})")
+        self.line(f"{r} = call reassoc {ty} @{fn}({ty} {a}, {ty} {b})")
+        return r
 
     # expressions --------------------------------------------------------------------------
     def expr(self, e: te.Expr) -> str:
