@@ -228,3 +228,14 @@ def test_an_exporters_explicit_pad_after_a_convolution_joins_its_region(tmp_path
     check_against_ort(model, proto, feeds)
     if not residual:
         assert _kernel_spaces(model, host_target(), None)[0].pat.out_begin == (0, 0, 1, 1)
+
+
+def test_the_padded_value_gets_a_name_no_other_value_has(tmp_path):
+    proto, feeds = bottleneck()
+    proto.graph.node[-1].output[0] = "t0_padded"  # the name the pass would pick first
+    proto.graph.output[0].name = "t0_padded"
+    model = rewritten(proto, tmp_path)
+    names = [o.name for n in model.graph for o in n.outputs]
+    assert len(names) == len(set(names))
+    assert function_ops(model)[0] == ["Conv", "Relu", "Pad"]
+    check_against_ort(model, proto, feeds)

@@ -111,8 +111,24 @@ def _producer_chain(v: ir.Value) -> tuple[ir.Node, list[ir.Node]] | None:
     return node, chain
 
 
+def _value_names(graph: ir.Graph) -> set[str]:
+    names = {v.name for v in (*graph.inputs, *graph.initializers.values()) if v.name}
+    return names | {o.name for n in graph for o in n.outputs if o.name}
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`, ... : one no value of the graph has."""
+    out, k = name, 1
+    while out in taken:
+        k += 1
+        out = f"{name}_{k}"
+    taken.add(out)
+    return out
+
+
 def pad_in_producer(model: ir.Model) -> ir.Model:
     graph = model.graph
+    taken = _value_names(graph)
     for conv in list(graph):
         if conv.domain != "" or conv.op_type != "Conv":
             continue
@@ -129,7 +145,7 @@ def pad_in_producer(model: ir.Model) -> ir.Model:
         pad_values = new_initializer(
             graph, np.array([0, 0, top, left, 0, 0, bottom, right], dtype=np.int64),
             f"{x.name or 'x'}_pads")
-        padded = ir.Value(name=f"{x.name or 'x'}_padded",
+        padded = ir.Value(name=_fresh(f"{x.name or 'x'}_padded", taken),
                           shape=ir.Shape([n, c, h + top + bottom, w + left + right]),
                           type=ir.TensorType(x.dtype))
         pad = ir.Node("", "Pad", [x, pad_values], [ir.AttrString("mode", "constant")],
