@@ -144,7 +144,7 @@ def pad_in_producer(model: ir.Model) -> ir.Model:
         n, c, h, w = x.shape
         pad_values = new_initializer(
             graph, np.array([0, 0, top, left, 0, 0, bottom, right], dtype=np.int64),
-            f"{x.name or 'x'}_pads")
+            _fresh(f"{x.name or 'x'}_pads", taken))
         padded = ir.Value(name=_fresh(f"{x.name or 'x'}_padded", taken),
                           shape=ir.Shape([n, c, h + top + bottom, w + left + right]),
                           type=ir.TensorType(x.dtype))
