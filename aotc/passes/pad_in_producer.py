@@ -23,6 +23,7 @@ import numpy as np
 import onnx_ir as ir
 
 from aotc.frontend.irutil import new_initializer
+from aotc.passes.fusion_regions import has_static_type
 
 # output rows at least this long hold a whole pixel-mode tile for the register blocks of up
 # to 27 rows (narrower images put several rows in a tile, which is then copied in)
@@ -30,11 +31,6 @@ MIN_PADDED_WIDTH = 14
 # element-wise nodes between the producing Conv and the Pad: the clamps its kernel applies
 # to a tile in registers
 CLAMP_OPS = frozenset({"Relu", "Clip"})
-
-
-def _ints(node: ir.Node, name: str, default: list[int]) -> list[int]:
-    attr = node.attributes.get(name)
-    return list(attr.value) if attr is not None else default
 
 
 def conv_pads(conv: ir.Node) -> list[int] | None:
@@ -46,12 +42,8 @@ def conv_pads(conv: ir.Node) -> list[int] | None:
     mode = conv.attributes.get("auto_pad")
     if mode is not None and mode.value not in ("NOTSET", ""):
         return None
-    pads = _ints(conv, "pads", [0, 0, 0, 0])
+    pads = list(conv.attributes.get_ints("pads", [0, 0, 0, 0]))
     return pads if len(pads) == 4 and min(pads) >= 0 else None
-
-
-def _static(v: ir.Value | None) -> bool:
-    return v is not None and v.shape is not None and all(isinstance(d, int) for d in v.shape)
 
 
 def writes_padding(conv: ir.Node) -> bool:
@@ -59,7 +51,7 @@ def writes_padding(conv: ir.Node) -> bool:
     if conv.domain != "" or conv.op_type != "Conv" or len(conv.inputs) < 2:
         return False
     out, w = conv.outputs[0], conv.inputs[1]
-    return (_static(out) and len(out.shape) == 4 and out.dtype == ir.DataType.FLOAT
+    return (has_static_type(out) and len(out.shape) == 4 and out.dtype == ir.DataType.FLOAT
             and w is not None and w.const_value is not None
             and conv.attributes.get_int("group", 1) == 1
             and out.shape[3] >= MIN_PADDED_WIDTH)
@@ -84,7 +76,8 @@ def zero_pad_hw(node: ir.Node) -> bool:
     if mode is not None and mode.value != "constant":
         return False
     x, pads = node.inputs[0], node.inputs[1]
-    if not _static(x) or len(x.shape) != 4 or pads is None or pads.const_value is None:
+    if x is None or not has_static_type(x) or len(x.shape) != 4 or pads is None \
+            or pads.const_value is None:
         return False
     if len(node.inputs) > 3 and node.inputs[3] is not None:
         return False  # axes
@@ -136,7 +129,7 @@ def pad_in_producer(model: ir.Model) -> ir.Model:
         x = conv.inputs[0]
         if pads is None or not any(pads) or conv.attributes.get_int("group", 1) != 1:
             continue
-        if x is None or x.is_graph_output() or len(x.uses()) != 1 or not _static(x):
+        if x is None or x.is_graph_output() or len(x.uses()) != 1 or not has_static_type(x):
             continue
         if _producer_chain(x) is None:
             continue
