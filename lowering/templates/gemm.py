@@ -192,6 +192,17 @@ class Window:
                      [e for _, e, _ in self.taps] + [self.run_extent])
 
 
+@dataclass(frozen=True)
+class ChannelsLastCopy:
+    """Pixel mode's padding copy written channels-last (GemmSpace._channels_last)."""
+
+    copy: te.Tensor  # [n, h, w, c]: the padded input, channels innermost
+    window: Window  # pixel mode's reading of it
+    source: te.Tensor  # the input it pads
+    top: int  # padding rows above the source's first row
+    left: int  # padding columns left of its first column
+
+
 # Above this fraction of thrown-away virtual columns, im2col packing is cheaper.
 WINDOW_MAX_WASTE = 0.3
 # Pixel mode: output pixels per block of rows that share one pass over a weight panel.
@@ -499,7 +510,7 @@ class GemmSpace(ScheduleSpace):
         return Window(run, run_extent, f.coefficient(run), taps, out_row, row, rows, flat,
                       col_stride)
 
-    def _channels_last(self) -> tuple[te.Tensor, te.Load, Window] | None:
+    def _channels_last(self) -> ChannelsLastCopy | None:
         """Pixel mode over a channels-last copy of a padded input: when B reads a padding
         copy [n, c, h, w] of an input that nothing else reads, the kernel may write that
         copy as [n, h, w, c] instead (_Builder._channels_last_copy). A tile's k steps then
@@ -507,8 +518,7 @@ class GemmSpace(ScheduleSpace):
         new channel plane per step. Measured on ResNet-50's strided 3x3 layers, the
         transposing copy included: 0.92-0.97x the time at 56x56 (128 channels), but
         1.03-1.05x at 28x28 and 1.09-1.14x at 14x14; so only strided windows over planes
-        of at least CHANNELS_LAST_MIN_PLANE floats get the option. Returns the copy, B's
-        load of it and pixel mode's window over it."""
+        of at least CHANNELS_LAST_MIN_PLANE floats get the option."""
         p = self.pat
         t = p.b.tensor
         lanes = self.target.vector_lanes_f32  # type: ignore[attr-defined]
@@ -519,10 +529,10 @@ class GemmSpace(ScheduleSpace):
             return None
         # the copy must be a zero padding of an input (the transposing copy reads it)
         sources = te.tensors_read(te.expand_inline(t.op.body))
-        if len(sources) != 1 or sources[0].op is not None or \
-                sources[0] not in self.inputs or _unpad(t, sources[0], identity=True) is None:
+        if len(sources) != 1 or sources[0].op is not None or sources[0] not in self.inputs:
             return None
-        if not self.only_b_reads(t):
+        unpadded = _unpad(t, sources[0], identity=True)
+        if unpadded is None or not self.only_b_reads(t):
             return None
         ax = [a.var for a in t.op.axes]
         n, c, h, w = t.shape
@@ -537,7 +547,8 @@ class GemmSpace(ScheduleSpace):
         win = self._conv_reading(load)
         if win is None or len(win.taps) > 2 or win.run_stride != 1 or win.run_extent != c:
             return None
-        return copy, load, win
+        top, left = unpadded[1][2:]
+        return ChannelsLastCopy(copy, win, sources[0], top, left)
 
     def only_b_reads(self, t: te.Tensor) -> bool:
         """Whether nothing but the B operand reads stage `t` (no other stage, the epilogue,
@@ -551,7 +562,7 @@ class GemmSpace(ScheduleSpace):
     def pixel_window(self, config: Config) -> Window:
         """Pixel mode's window for `config`: over the input as read, or its channels-last copy."""
         if config.get("layout") == "channels_last" and self.pixels_cl is not None:
-            return self.pixels_cl[2]
+            return self.pixels_cl.window
         assert self.pixels is not None
         return self.pixels
 
@@ -849,8 +860,7 @@ class GemmSpace(ScheduleSpace):
             t += self._padding_copy() / B
         if w is not self.pixels:  # the padding copy transposes
             assert self.pixels_cl is not None
-            copy = self.pixels_cl[0]
-            t += math.prod(copy.shape) / B * CHANNELS_LAST_COPY_CYCLES / CORE_GHZ
+            t += math.prod(self.pixels_cl.copy.shape) / B * CHANNELS_LAST_COPY_CYCLES / CORE_GHZ
         if self.fused_epilogue is None:  # not fused into the micro-kernel: a pass in place
             t += out_bytes * 2 / BW_L2
         elif self.fused_epilogue.residual is not None:  # read next to the stores
@@ -1016,7 +1026,7 @@ class _Builder:
             self.cfg.get("layout") == "channels_last" else None
         if self.cl is not None:
             self.folded.add(id(p.b.tensor))
-            self.bufs[id(self.cl[0])] = self._add("float32", self.cl[0].shape, "scratch")
+            self.bufs[id(self.cl.copy)] = self._add("float32", self.cl.copy.shape, "scratch")
         for t in p.pre:
             if id(t) not in self.bufs and not t.op.inline and id(t) not in self.folded:  # type: ignore[union-attr]
                 self.bufs[id(t)] = self._add(t.dtype, t.shape, "scratch")
@@ -1386,7 +1396,7 @@ class _Builder:
             jo, blk_i = f // nblk % nt, f % nblk
         bvars = p.batch.unflatten(bflat)
         w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
-        x_buf = self.bufs[id(p.b.tensor if self.cl is None else self.cl[0])]
+        x_buf = self.bufs[id(p.b.tensor if self.cl is None else self.cl.copy)]
         base = self._window_base(w, bvars)
         taps = [(e, coef) for _, e, coef in w.taps]
         taps = [(1, 0)] * (2 - len(taps)) + taps
@@ -1460,16 +1470,13 @@ class _Builder:
         """Pixel mode's padded input written channels-last (GemmSpace._channels_last): the
         padding rows and columns zeroed, the inside copied by L x L blocks that the
         transposing routine turns from channel rows into pixel rows."""
-        assert self.cl is not None
-        t = self.p.b.tensor
-        (src,) = te.tensors_read(te.expand_inline(t.op.body))  # type: ignore[union-attr]
-        unpadded = _unpad(t, src, identity=True)
-        assert unpadded is not None
-        top, left = unpadded[1][2:]
-        nb, hp, wp, c = self.cl[0].shape
-        h, w = src.shape[2:]
+        cl = self.cl
+        assert cl is not None
+        top, left = cl.top, cl.left
+        nb, hp, wp, c = cl.copy.shape
+        h, w = cl.source.shape[2:]
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
-        dst, xb = self.bufs[id(self.cl[0])], self.bufs[id(src)]
+        dst, xb = self.bufs[id(cl.copy)], self.bufs[id(cl.source)]
         b, r, z, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_z", "cb_c", "cb_w"))
         zero = te.Const(0.0, "float32")
 
@@ -1504,23 +1511,26 @@ class _Builder:
         """The output's elements per channel plane, and the offset of output pixel (row,
         column) in its plane: rows of the output row length, or of the padded row pitch
         past the padding's top and left (GemmPattern.out_begin)."""
-        p, w = self.p, self.pw
+        w = self.pw
         assert w is not None
         if self.out is not self.padded:
             return w.rows * w.out_row, lambda oh, ow: oh * w.out_row + ow
-        assert p.out_begin is not None
-        hp, wp = self.padded.shape[-2:]
-        top, left = p.out_begin[-2:]
+        hp, wp, top, left = self._padded_plane()
         return hp * wp, lambda oh, ow: (oh + top) * wp + ow + left
+
+    def _padded_plane(self) -> tuple[int, int, int, int]:
+        """The padded output's plane (rows, row pitch) and where the unpadded image starts
+        in it (rows above, columns left)."""
+        assert self.p.out_begin is not None and self.padded is not None
+        hp, wp = self.padded.shape[-2:]
+        top, left = self.p.out_begin[-2:]
+        return hp, wp, top, left
 
     def _padded_index(self, bflat: te.Expr, mi: te.Expr, oh: te.Expr, ow: te.Expr) -> te.Expr:
         """Where output channel `mi`, pixel (oh, ow) of batch `bflat` lies in the padded
         output."""
-        p = self.p
-        assert p.out_begin is not None and self.padded is not None
-        hp, wp = self.padded.shape[-2:]
-        top, left = p.out_begin[-2:]
-        return simplify_index(((bflat * p.m.size + mi) * hp + oh + top) * wp + ow + left)
+        hp, wp, top, left = self._padded_plane()
+        return simplify_index(((bflat * self.p.m.size + mi) * hp + oh + top) * wp + ow + left)
 
     def _copy_into_padded(self) -> Stmt:
         """The unpadded results (of every schedule but pixel mode's tiles that store into the
@@ -1537,10 +1547,8 @@ class _Builder:
         """Zeros into the padding of every output plane (the tiles store only inside it):
         the rows above and below whole, the columns left and right of the rows between."""
         p = self.p
-        assert p.out_begin is not None
         planes = p.batch.size * p.m.size
-        hp, wp = self.s.outputs[0].shape[-2:]
-        top, left = p.out_begin[-2:]
+        hp, wp, top, left = self._padded_plane()
         h, w = p.n.extents
         pl, r, x = te.Var("zp"), te.Var("zr"), te.Var("zx")
         zero = te.Const(0.0, "float32")
