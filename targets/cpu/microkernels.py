@@ -375,6 +375,27 @@ class _GemmWriter:
             out.append(y)
         return out
 
+    def _transpose(self, rows: list[str]) -> list[str]:
+        """out[e][i] = rows[i][e] for an L x L block: log2 L butterfly rounds, each pairing
+        rows s apart and swapping their s-wide blocks of lanes."""
+        L, vt = self.b.lanes, self.vt
+        x = list(rows)
+        s = 1
+        while s < L:
+            lo = ", ".join(f"i32 {e if not e & s else L + e - s}" for e in range(L))
+            hi = ", ".join(f"i32 {e + s if not e & s else L + e}" for e in range(L))
+            new = list(x)
+            for i in range(L):
+                if i & s:
+                    continue
+                a, c = self.t(), self.t()
+                self.emit(f"{a} = shufflevector {vt} {x[i]}, {vt} {x[i + s]}, <{L} x i32> <{lo}>")
+                self.emit(f"{c} = shufflevector {vt} {x[i]}, {vt} {x[i + s]}, <{L} x i32> <{hi}>")
+                new[i], new[i + s] = a, c
+            x = new
+            s *= 2
+        return x
+
     def _fma_step(self, kk: str, bk: str, rows: list[str], masks: list[str] | None,
                   acc: list[list[str]], name, prefetch_rows: Sequence[int] = ()
                   ) -> list[list[str]]:
@@ -650,27 +671,6 @@ class _ConvWriter(_GemmWriter):
             arow.append(ap)
         return arow
 
-    def _transpose(self, rows: list[str]) -> list[str]:
-        """out[e][i] = rows[i][e] for an L x L block: log2 L butterfly rounds, each pairing
-        rows s apart and swapping their s-wide blocks of lanes."""
-        L, vt = self.b.lanes, self.vt
-        x = list(rows)
-        s = 1
-        while s < L:
-            lo = ", ".join(f"i32 {e if not e & s else L + e - s}" for e in range(L))
-            hi = ", ".join(f"i32 {e + s if not e & s else L + e}" for e in range(L))
-            new = list(x)
-            for i in range(L):
-                if i & s:
-                    continue
-                a, c = self.t(), self.t()
-                self.emit(f"{a} = shufflevector {vt} {x[i]}, {vt} {x[i + s]}, <{L} x i32> <{lo}>")
-                self.emit(f"{c} = shufflevector {vt} {x[i]}, {vt} {x[i + s]}, <{L} x i32> <{hi}>")
-                new[i], new[i + s] = a, c
-            x = new
-            s *= 2
-        return x
-
     def _loop(self, tag: str, count: str, pred: str | None, init: list[str], body
               ) -> tuple[list[str], str]:
         """A counted loop carrying vector values: `body(i, values)` emits the body (it may
@@ -739,7 +739,7 @@ class _ConvWriter(_GemmWriter):
         return self._loop(f"{tag}.k{tflat[2:]}", "%k", None, acc, step)[0]
 
 
-class _TransposeWriter(_ConvWriter):
+class _TransposeWriter(_GemmWriter):
     """The block-transposing copy: an L x L block from L rows `src_stride` floats apart, of
     which the first `cols` floats each, into `cols` rows `dst_stride` floats apart of L
     floats each: dst[j*dst_stride + i] = src[i*src_stride + j] for i < L, j < cols. Loads,
