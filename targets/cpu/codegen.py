@@ -334,15 +334,12 @@ class _FunctionEmitter:
             return None
         a, b = self.expr(e.a), self.expr(e.b)
         ty = LLTYPE[e.dtype]
-        r = self.tmp()
         if e.op == "add":
+            r = self.tmp()
             self.line(f"{r} = fadd reassoc contract {ty} {a}, {b}")
             return r
-        name = "minimumnum" if e.op == "min" else "maximumnum"
-        fn = f"llvm.{name}.{'f32' if ty == 'float' else 'f64'}"
-        self.mod.declares.add(f"declare {ty} @{fn}({ty}, {ty})")
-        self.line(f"{r} = call reassoc {ty} @{fn}({ty} {a}, {ty} {b})")
-        return r
+        return self._intrinsic("minimumnum" if e.op == "min" else "maximumnum", ty, [a, b],
+                               flags="reassoc ")
 
     # expressions --------------------------------------------------------------------------
     def expr(self, e: te.Expr) -> str:
@@ -374,12 +371,14 @@ class _FunctionEmitter:
             return self.cast(e)
         raise TypeError(f"cannot generate code for {e!r}")
 
-    def _call(self, ret: str, fn: str, args: list[tuple[str, str]]) -> str:
+    def _call(self, ret: str, fn: str, args: list[tuple[str, str]], flags: str = "") -> str:
+        """`call [flags]ret @fn(args)`; `flags` are fast-math flags, each followed by a space."""
         v = self.tmp()
-        self.line(f"{v} = call {ret} @{fn}(" + ", ".join(f"{t} {a}" for t, a in args) + ")")
+        self.line(f"{v} = call {flags}{ret} @{fn}(" + ", ".join(f"{t} {a}" for t, a in args)
+                  + ")")
         return v
 
-    def _intrinsic(self, name: str, ty: str, args: list[str]) -> str:
+    def _intrinsic(self, name: str, ty: str, args: list[str], flags: str = "") -> str:
         suffix = {"float": "f32", "double": "f64"}.get(ty, ty)
         fn = f"llvm.{name}.{suffix}"
         self.mod.declares.add(f"declare {ty} @{fn}(" + ", ".join([ty] * len(args))
@@ -387,7 +386,7 @@ class _FunctionEmitter:
         call_args = [(ty, a) for a in args]
         if name == "abs" and ty.startswith("i"):
             call_args.append(("i1", "false"))
-        return self._call(ty, fn, call_args)
+        return self._call(ty, fn, call_args, flags)
 
     def _math(self, op: str, dtype: str, args: list[str]) -> str:
         ty = LLTYPE[dtype]
