@@ -24,7 +24,6 @@ still runs its own, widest kernels).
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import tempfile
@@ -40,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from conv_layers import MOBILENETV2_CONVS, RESNET50_CONVS, ConvLayer  # noqa: E402
-from peak import cached_peak, measure_peak  # noqa: E402
+from peak import cached_peak  # noqa: E402
 from table import print_rows  # noqa: E402
 from timing import (  # noqa: E402
     CLOCKS,
@@ -204,14 +203,7 @@ def _max_rel_error(got: np.ndarray, want: np.ndarray) -> float:
 def target_peak(threads: int, target: str) -> float:
     """The FMA peak (GFLOP/s) at the vector width `target`'s code uses: the machine's
     widest for the host, 256 bits for `cpu-avx2` (the same FMA loop on 8 lanes)."""
-    if target == "cpu-avx2":
-        return avx2_peak(threads).gflops
-    return cached_peak(threads).gflops
-
-
-@functools.cache
-def avx2_peak(threads: int):  # -> peak.Peak
-    return measure_peak(threads, reps=3, seconds=0.2, lanes=8)
+    return cached_peak(threads, 8 if target == "cpu-avx2" else None).gflops
 
 
 def time_case(case: Case, bundle_dir: Path, threads: int, runs: int,

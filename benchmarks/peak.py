@@ -74,9 +74,10 @@ def measure_peak(threads: int = 1, reps: int = 5, seconds: float = 0.3,
 
 
 @functools.cache
-def cached_peak(threads: int) -> Peak:
-    """The peak for `threads` threads, measured once per process (for bench_ops)."""
-    return measure_peak(threads, reps=3, seconds=0.2)
+def cached_peak(threads: int, lanes: int | None = None) -> Peak:
+    """The peak for `threads` threads (at `lanes` floats per FMA, default the widest),
+    measured once per process (for bench_ops)."""
+    return measure_peak(threads, reps=3, seconds=0.2, lanes=lanes)
 
 
 def main() -> None:
