@@ -120,6 +120,8 @@ def combine(combiner: str, acc: te.Expr, x: te.Expr) -> te.Expr:
         return acc * x
     if combiner == "max":
         return te.maximum(acc, x)
+    if combiner == "max_nan":
+        return te.binary("max_nan", acc, x)
     return te.minimum(acc, x)
 
 

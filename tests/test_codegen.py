@@ -128,3 +128,41 @@ def test_scheduled_reductions_combine_lanes_by_halves():
     xs = np.arange(256, dtype=np.float32) / 64
     (got,) = run_kernel(kernel, [xs])
     np.testing.assert_allclose(got[0], float((xs.astype(np.float64) * 3 + 1).sum()), rtol=1e-6)
+
+
+def test_shift_maximum_reduces_by_halves_and_propagates_nan():
+    """A scheduled `max_nan` reduction (softmax's shift) is `llvm.maximum` with `reassoc nsz`:
+    LLVM reduces its lanes as a tree of vector maxima, not 15 dependent scalar steps; a NaN
+    anywhere gives NaN, and otherwise the result is the maximum."""
+    from kernel_harness import run_kernel
+
+    from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Store
+    from lowering.lower import combine
+    from targets.cpu.codegen import optimized_module
+    from targets.cpu.target import target_machine
+
+    x = Buffer("i0", "float32", (256,), "input")
+    out = Buffer("o1", "float32", (1,), "output")
+    c = te.Var("c")
+    zero = te.Const(0, "int64")
+    kernel = Kernel("k_max", [x, out], [
+        Store(out, zero, te.reduce_identity("max_nan", "float32")),
+        For(c, te.Const(256, "int64"), "vectorize",
+            Store(out, zero, combine("max_nan", BufLoad(out, zero), BufLoad(x, c))),
+            interleave=4)])
+    mb = ModuleBuilder(host_target())
+    mb.add_kernel(kernel)
+    text = mb.text()
+    assert "call reassoc nsz float @llvm.maximum.f32" in text
+    asm = target_machine(host_target()).emit_assembly(optimized_module(text, host_target()))
+    assert asm.count("maxss") < 8  # a chain over the lanes would be 15 (v)maxss
+    rng = np.random.default_rng(3)
+    for nan_at in (None, 0, 77, 255):
+        xs = rng.standard_normal(256).astype(np.float32) - 5
+        if nan_at is not None:
+            xs[nan_at] = np.nan
+        (got,) = run_kernel(kernel, [xs])
+        if nan_at is None:
+            assert got[0] == xs.max()
+        else:
+            assert np.isnan(got[0])

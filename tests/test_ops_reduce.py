@@ -1,7 +1,8 @@
 """Reductions, Softmax/LogSoftmax and LayerNormalization against onnxruntime.
 
 Reductions over the last axis, middle axes, several axes and all axes; keepdims; negative and
-empty axes; noop_with_empty_axes; the opset-13 attribute form; rows of -inf for Softmax.
+empty axes; noop_with_empty_axes; the opset-13 attribute form; rows of -inf, NaN, +inf and
+signed zeros for Softmax.
 """
 
 import pathlib
@@ -120,6 +121,25 @@ def test_softmax_extremes(op):
     x[2, :] = -np.inf
     x[3, ::2] = -np.inf
     run_node(op, [x])
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "ReduceLogSumExp"])
+@pytest.mark.parametrize("cols", [40, 160])
+def test_softmax_nan_zero_and_inf_rows(op, cols):
+    """The row maximum is only a shift (the NaN-propagating, sign-blind `max_nan`): a NaN
+    anywhere in a row (first, inside, last lane, everywhere) or a +inf makes that row's
+    outputs NaN, and rows of signed zeros give onnxruntime's values."""
+    x = rand(8, cols) * 3
+    x[0, 0] = x[1, 17] = x[2, -1] = np.nan
+    x[3] = np.nan
+    x[4] = 0.0
+    x[4, ::3] = -0.0
+    x[5] = -0.0
+    x[6, 5] = np.inf
+    if op == "ReduceLogSumExp":
+        run_node(op, [x, axes_input([1])], consts={1})
+    else:
+        run_node(op, [x])
 
 
 def test_softmax_float64():

@@ -264,8 +264,8 @@ class RowSpace(ScheduleSpace):
     def cost(self, config: Config) -> float:
         """Cycles per row: each pass streams the row from L1 at one vector per cycle, a math
         call costs ~10 vector ops, a reduction with one accumulator waits on its latency, and
-        its final combine (accumulators, then lanes, one after another) is a chain of
-        latencies that rows taken together overlap."""
+        its final combine (accumulators one after another, then the lanes, `_lane_steps`) is
+        a chain of latencies that rows taken together overlap."""
         lanes = lanes_of(self.target, "float32")
         acc = int(config["accumulators"])  # type: ignore[call-overload]
         reuse = bool(config.get("reuse", False))
@@ -279,10 +279,20 @@ class RowSpace(ScheduleSpace):
             per_vec = 1 + 10 * calls + (4 / acc if s.reduce is not None else 0)
             cycles += n / lanes * per_vec
             if s.reduce is not None:
-                cycles += COMBINE_LATENCY * (acc + lanes) / together
+                cycles += COMBINE_LATENCY * (acc + _lane_steps(s.reduce, lanes)) / together
         chunk = int(config["rows_per_chunk"])  # type: ignore[call-overload]
         cycles += 20 / chunk  # per-chunk loop overhead
         return self.plan.rows * cycles / 2.5e9
+
+
+def _lane_steps(red: te.Reduce, lanes: int) -> int:
+    """Steps of a reduction's final combine over the vector lanes: by halves where LLVM makes
+    a tree of it (integer combines, float sums and `max_nan` in a vectorised reduction, see
+    the code generator's `_reassociated`), one lane after another for the NaN-ignoring float
+    min/max."""
+    if red.dtype in te.FLOAT_DTYPES and red.combiner in ("max", "min"):
+        return lanes
+    return max(1, math.ceil(math.log2(lanes)))
 
 
 def _row_divisions(e: te.Expr, cols: Sequence[te.Var]) -> int:

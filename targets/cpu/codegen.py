@@ -37,6 +37,13 @@ _IBIN = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xo
 _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _ICMP = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 _UCMP = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
+# te's float min/max as LLVM intrinsics and fast-math flags (te.Binary). minimumnum/maximumnum
+# ignore a NaN operand and order -0 below +0; `max_nan` is maximum (a NaN operand gives NaN)
+# with `nsz` (a zero result of either sign). All are exactly associative (up to that sign), so
+# a scheduled reduction may combine them in any order. LLVM reduces `maximum` by halves and
+# checks `nsz` maxima with one vmaxps and one NaN test; it still reduces `maximumnum` one lane
+# after another, with a sign blend per step.
+_FMINMAX = {"min": ("minimumnum", ""), "max": ("maximumnum", ""), "max_nan": ("maximum", "nsz ")}
 _LIBM = {"exp": "expf", "log": "logf", "tanh": "tanhf", "erf": "erff", "pow": "powf",
          "sin": "sinf", "cos": "cosf"}
 _FLOAT_INTRINSIC = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil",
@@ -325,7 +332,7 @@ class _FunctionEmitter:
         scheduled reductions; a NaN-aware max is exactly associative anyway). None for any
         other store."""
         e = s.value
-        if not (isinstance(e, te.Binary) and e.op in ("add", "max", "min")
+        if not (isinstance(e, te.Binary) and e.op in ("add", "max", "min", "max_nan")
                 and e.dtype in ("float32", "float64")):
             return None
         own = [x for x in (e.a, e.b) if isinstance(x, BufLoad) and x.buf is s.buf
@@ -338,8 +345,8 @@ class _FunctionEmitter:
             r = self.tmp()
             self.line(f"{r} = fadd reassoc contract {ty} {a}, {b}")
             return r
-        return self._intrinsic("minimumnum" if e.op == "min" else "maximumnum", ty, [a, b],
-                               flags="reassoc ")
+        name, flags = _FMINMAX[e.op]
+        return self._intrinsic(name, ty, [a, b], flags="reassoc " + flags)
 
     # expressions --------------------------------------------------------------------------
     def expr(self, e: te.Expr) -> str:
@@ -464,8 +471,9 @@ class _FunctionEmitter:
             if e.op in _FBIN:
                 self.line(f"{r} = {_FBIN[e.op]} {ty} {a}, {b}")
                 return r
-            if e.op in ("min", "max"):
-                return self._intrinsic("minimumnum" if e.op == "min" else "maximumnum", ty, [a, b])
+            if e.op in _FMINMAX:
+                name, flags = _FMINMAX[e.op]
+                return self._intrinsic(name, ty, [a, b], flags=flags)
             if e.op == "pow":
                 return self._math("pow", dt, [a, b])
             raise TypeError(f"float {e.op} is not supported")
@@ -476,8 +484,8 @@ class _FunctionEmitter:
         if e.op == "div":
             self.line(f"{r} = {'udiv' if unsigned else 'sdiv'} {ty} {a}, {b}")
             return r
-        if e.op in ("min", "max"):
-            name = ("u" if unsigned else "s") + e.op
+        if e.op in ("min", "max", "max_nan"):  # integers have no NaN
+            name = ("u" if unsigned else "s") + e.op.removesuffix("_nan")
             return self._intrinsic(name, ty, [a, b])
         if e.op in ("floordiv", "mod"):
             return self._floor_divmod(e.op, ty, a, b, unsigned)

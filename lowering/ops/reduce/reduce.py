@@ -99,7 +99,8 @@ def reduce_log_sum_exp(ctx: OpContext) -> list[te.Tensor]:
     if axes is None:
         return [te.compute(x.shape, lambda *i: x[i], name="reducelogsumexp")]
     keep = bool(ctx.attr("keepdims", 1))
-    raw = reduce_compute(x.shape, axes, True, "max", lambda i: x[i], "lse_max")
+    # only a shift: NaN-propagating or not, a NaN reaches the result through the sum (softmax.py)
+    raw = reduce_compute(x.shape, axes, True, "max_nan", lambda i: x[i], "lse_max")
 
     def shift(*i: te.Expr) -> te.Expr:
         m = raw[i]
