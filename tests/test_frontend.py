@@ -534,3 +534,14 @@ def test_torch_export_with_dynamic_batch(tmp_path, dynamo):
         want = net(x3).numpy()
     got = ort_run(loaded, {"x": x3.numpy()})[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_new_initializer_names_are_fresh():
+    """A second initializer under a taken name is numbered (`w_2`), never overwrites."""
+    from aotc.frontend.irutil import new_initializer
+
+    graph = ir.Graph([], [], nodes=[], name="g")
+    first = new_initializer(graph, np.zeros(2, np.float32), "w")
+    second = new_initializer(graph, np.ones(3, np.float32), "w")
+    assert (first.name, second.name) == ("w", "w_2")
+    assert graph.initializers["w"].const_value.numpy().shape == (2,)

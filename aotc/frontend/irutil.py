@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import onnx_ir as ir
@@ -35,12 +35,18 @@ def insert_node(before: ir.Node, op_type: str, inputs: Sequence[ir.Value | None]
     return node
 
 
+def numbered(base: str) -> Iterator[str]:
+    """`base`, `base_2`, `base_3`, ...: the candidates for a new name, first to last."""
+    yield base
+    k = 2
+    while True:
+        yield f"{base}_{k}"
+        k += 1
+
+
 def new_initializer(graph: ir.Graph, array: np.ndarray, name: str) -> ir.Value:
     """Register `array` as a new initializer of `graph` under a name not used there yet."""
-    base, i = name, 0
-    while name in graph.initializers:
-        i += 1
-        name = f"{base}_{i}"
+    name = next(n for n in numbered(name) if n not in graph.initializers)
     tensor = ir.tensor(np.ascontiguousarray(array), name=name)
     value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
                      const_value=tensor)

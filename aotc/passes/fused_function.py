@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import onnx_ir as ir
 
-from aotc.frontend.irutil import bypass
+from aotc.frontend.irutil import bypass, numbered
 
 DOMAIN = "ai.aotc"
 DOMAIN_VERSION = 1
@@ -58,13 +58,12 @@ def _function_name(model: ir.Model, nodes: Sequence[ir.Node], signature: tuple) 
     base = "Fused_" + "_".join(ops[:_MAX_NAMED_OPS])
     if len(ops) > _MAX_NAMED_OPS:
         base += f"_and{len(ops) - _MAX_NAMED_OPS}"
-    name, k = base, 1
-    while (DOMAIN, name, "") in model.functions:
-        if model.functions[(DOMAIN, name, "")].meta.get("aotc_signature") == signature:
-            return name
-        k += 1
-        name = f"{base}_{k}"
-    return name
+
+    def free_or_same(name: str) -> bool:
+        function = model.functions.get((DOMAIN, name, ""))
+        return function is None or function.meta.get("aotc_signature") == signature
+
+    return next(filter(free_or_same, numbered(base)))
 
 
 def _build_function(model: ir.Model, name: str, nodes: Sequence[ir.Node],

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from aotc.frontend.irutil import new_initializer
+from aotc.frontend.irutil import new_initializer, numbered
 from aotc.passes.fusion_regions import has_static_type
 
 # output rows at least this long hold a whole pixel-mode tile for the register blocks of up
@@ -110,11 +110,8 @@ def _value_names(graph: ir.Graph) -> set[str]:
 
 
 def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or `name_2`, `name_3`, ... : one no value of the graph has."""
-    out, k = name, 1
-    while out in taken:
-        k += 1
-        out = f"{name}_{k}"
+    """`name`, or `name_2`, `name_3`, ... : one no value of the graph has (now taken)."""
+    out = next(n for n in numbered(name) if n not in taken)
     taken.add(out)
     return out
 
