@@ -113,6 +113,19 @@ def _c(v: int) -> te.Const:
     return te.Const(v, I64)
 
 
+def _zero_pixels(dst: Buffer, plane: te.Expr, row: te.Expr, col0: int, cols: int,
+                 layout: tuple[int, int, int]) -> Stmt:
+    """Zeros into `cols` pixels from (`row`, `col0`) of `plane` of a padded buffer whose
+    planes are (rows, row pitch, elements per pixel) = `layout`: [n, c, hp, wp] has one
+    element per pixel, the channels-last copy [n, hp, wp, c] has c."""
+    hp, wp, unit = layout
+    z = te.Var("zx")
+    n = cols * unit
+    base = ((plane * hp + row) * wp + col0) * unit
+    return For(z, _c(n), "vectorize" if n >= 4 else "serial",
+               Store(dst, simplify_index(base + z), te.Const(0.0, "float32")))
+
+
 def _loads_of(e: te.Expr, t: te.Tensor) -> list[te.Load]:
     out = [e] if isinstance(e, te.Load) and e.tensor is t else []
     for c in te.children(e):
@@ -1477,12 +1490,10 @@ class _Builder:
         h, w = cl.source.shape[2:]
         lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
         dst, xb = self.bufs[id(cl.copy)], self.bufs[id(cl.source)]
-        b, r, z, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_z", "cb_c", "cb_w"))
-        zero = te.Const(0.0, "float32")
+        b, r, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_c", "cb_w"))
 
-        def zeros(row0: te.Expr, col0: int, cols: int) -> Stmt:
-            base = ((b * hp + row0) * wp + col0) * c
-            return For(z, _c(cols * c), "vectorize", Store(dst, simplify_index(base + z), zero))
+        def zeros(row: te.Expr, col0: int, cols: int) -> Stmt:
+            return _zero_pixels(dst, b, row, col0, cols, (hp, wp, c))
 
         parts: list[Stmt] = []
         if top:
@@ -1550,17 +1561,15 @@ class _Builder:
         planes = p.batch.size * p.m.size
         hp, wp, top, left = self._padded_plane()
         h, w = p.n.extents
-        pl, r, x = te.Var("zp"), te.Var("zr"), te.Var("zx")
-        zero = te.Const(0.0, "float32")
-        assert self.padded is not None
+        pl, r = te.Var("zp"), te.Var("zr")
+        padded = self.padded
+        assert padded is not None
 
         def fill(row0: int, rows: int, col0: int, cols: int) -> list[Stmt]:
             if rows <= 0 or cols <= 0:
                 return []
-            index = pl * (hp * wp) + (r + row0) * wp + x + col0
-            return [For(r, _c(rows), "serial", For(
-                x, _c(cols), "vectorize" if cols >= 4 else "serial",
-                Store(self.padded, simplify_index(index), zero)))]
+            return [For(r, _c(rows), "serial",
+                        _zero_pixels(padded, pl, r + row0, col0, cols, (hp, wp, 1)))]
 
         parts = fill(0, top, 0, wp) + fill(top + h, hp - top - h, 0, wp) + \
             fill(top, h, 0, left) + fill(top, h, left + w, wp - left - w)
