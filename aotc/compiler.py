@@ -114,6 +114,19 @@ class CompileStats:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class _LoweredNode:
+    """One node after `_Compiler.prepare`: its outputs that are views of an input, those it
+    computes, and the kernel's schedule space and the values it reads."""
+
+    node: ir.Node
+    ctx: OpContext
+    aliases: list[tuple[ir.Value, ir.Value]] = field(default_factory=list)  # (output, input)
+    produced: list[tuple[ir.Value, te.Tensor]] = field(default_factory=list)
+    in_values: list[ir.Value] = field(default_factory=list)
+    space: ScheduleSpace | None = None
+
+
 class _Compiler:
     def __init__(self, model: ir.Model, target: CpuTarget, name: str, file: str | None) -> None:
         self.graph = model.graph
@@ -209,45 +222,54 @@ class _Compiler:
         return ctx, lower_fused(ctx, function, lambda n, ins, cs, label: self.context(
             n, (ins, cs), label))
 
-    def compile_node(self, node: ir.Node) -> None:
+    def prepare(self, node: ir.Node) -> _LoweredNode | None:
+        """The node lowered to tensor expressions, with its kernel's schedule space when it
+        computes anything (None for a Constant). Nothing is placed or built yet, so that a
+        tuner can see every space before the first kernel is built (`finish`)."""
         if _is_constant(node):
-            return
+            return None
         ctx, results = self.lower_node(node)
         if len(results) != len(node.outputs):
             raise ctx.error(f"definition gave {len(results)} outputs, the node has "
                             f"{len(node.outputs)}")
-        produced: list[tuple[ir.Value, te.Tensor]] = []
+        lowered = _LoweredNode(node, ctx)
         for out, res, shape, dtype in zip(node.outputs, results, ctx.out_shapes,
                                           ctx.out_dtypes, strict=True):
             if isinstance(res, Alias):
                 src = node.inputs[res.index]
                 assert src is not None
-                self.loc[out] = self.location(src)
+                lowered.aliases.append((out, src))
                 continue
             if res.shape != shape or res.dtype != dtype:
                 raise ctx.error(f"output '{out.name}' computed as {res.dtype}{list(res.shape)}, "
                                 f"inferred as {dtype}{list(shape)}")
-            produced.append((out, res))
-        if produced:
-            self.emit_kernel(node, ctx, produced)
+            lowered.produced.append((out, res))
+        if lowered.produced:
+            outs = [t for _, t in lowered.produced]
+            used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
+            in_tensors = []
+            for v, ph in zip(node.inputs, ctx.inputs, strict=True):
+                if ph is not None and id(ph) in used and v is not None:
+                    in_tensors.append(ph)
+                    lowered.in_values.append(v)
+            consts = [v.const_value.numpy() if v.const_value is not None else None
+                      for v in lowered.in_values]
+            lowered.space = space_for(in_tensors, outs, consts, self.target)
+        return lowered
 
-    def emit_kernel(self, node: ir.Node, ctx: OpContext,
-                    produced: list[tuple[ir.Value, te.Tensor]]) -> None:
-        outs = [t for _, t in produced]
-        used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
-        in_tensors, in_values = [], []
-        for v, ph in zip(node.inputs, ctx.inputs, strict=True):
-            if ph is not None and id(ph) in used and v is not None:
-                in_tensors.append(ph)
-                in_values.append(v)
-        consts = [v.const_value.numpy() if v.const_value is not None else None
-                  for v in in_values]
-        space = space_for(in_tensors, outs, consts, self.target)
+    def finish(self, lowered: _LoweredNode) -> None:
+        """Place the node's outputs and build its kernel with the chosen schedule."""
+        for out, src in lowered.aliases:
+            self.loc[out] = self.location(src)
+        if lowered.space is not None:
+            self.emit_kernel(lowered, lowered.space)
+
+    def emit_kernel(self, lowered: _LoweredNode, space: ScheduleSpace) -> None:
         config = self.choose_config(space)
         built = space.build(config, "k")
         kernel = built.kernel
         in_locs = []
-        for i, v in enumerate(in_values):
+        for i, v in enumerate(lowered.in_values):
             if i in built.const_transforms:
                 in_locs.append(self._transformed_weight(v, built.const_transforms[i],
                                                         kernel.buffers[i].shape))
@@ -255,7 +277,7 @@ class _Compiler:
                 in_locs.append(self.location(v))
         symbol = self.add_kernel(kernel)
         out_locs = []
-        for v, _ in produced:
+        for v, _ in lowered.produced:
             self.loc[v] = self._new_arena(v)
             out_locs.append(self.loc[v])
         scratch = []
@@ -268,8 +290,8 @@ class _Compiler:
         flops = space.flops() if space.kind == "gemm" else 0.0
         reuse = space.in_place_input(config)
         in_place = (reuse, len(in_locs)) if reuse is not None and len(out_locs) == 1 else None
-        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch, ctx.node, flops,
-                                       in_place))
+        self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch,
+                                       lowered.ctx.node, flops, in_place))
 
     def _new_arena(self, v: ir.Value) -> _Loc:
         key = ("value", v.name, id(v))
@@ -335,29 +357,11 @@ def _attr_value(a: ir.Attr) -> object:
     return v
 
 
-class _SpaceCollector(Tuner):
-    """Records every kernel's schedule space and builds the default configuration."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.spaces: list[ScheduleSpace] = []
-
-    def choose(self, space: ScheduleSpace) -> Config:
-        self.spaces.append(space)
-        return space.default_config()
-
-
 def _kernel_spaces(model: ir.Model, target: CpuTarget, file: str | None) -> list[ScheduleSpace]:
-    """Every kernel's schedule space, from a lowering pass whose kernels are thrown away (the
-    tuner splits its budget over all kernels before any is built for real)."""
-    pre = _Compiler(model, target, "collect", file)
-    collector = _SpaceCollector()
-    pre.tuner = collector
-    for i, v in enumerate(v for v in model.graph.inputs if not v.is_initializer()):
-        pre.loc[v] = _Loc("input", i)
-    for node in model.graph:
-        pre.compile_node(node)
-    return collector.spaces
+    """Every kernel's schedule space, in the order of the nodes (nothing built)."""
+    c = _Compiler(model, target, "spaces", file)
+    lowered = (c.prepare(node) for node in model.graph)
+    return [x.space for x in lowered if x is not None and x.space is not None]
 
 
 def compile_model(
@@ -379,12 +383,6 @@ def compile_model(
     c = _Compiler(model, target, name, file)
     times: dict[str, float] = {}
     c.tuner = tuner or Tuner()
-    if c.tuner.wants_spaces:
-        t0 = time.perf_counter()
-        if on_stage:
-            on_stage("tuning")
-        c.tuner.tune(_kernel_spaces(model, target, file))
-        times["tune"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if on_stage:
         on_stage("lowering")
@@ -393,8 +391,18 @@ def compile_model(
         c.loc[v] = _Loc("input", i)
     nodes = list(graph)
     c.stats.nodes = len(nodes)
-    for node in nodes:
-        c.compile_node(node)
+    # every node lowered first, so that the tuner splits its budget over all the kernels
+    # before any is built
+    lowered = [x for x in map(c.prepare, nodes) if x is not None]
+    if c.tuner.wants_spaces:
+        t1 = time.perf_counter()
+        if on_stage:
+            on_stage("tuning")
+        c.tuner.tune([x.space for x in lowered if x.space is not None])
+        times["tune"] = time.perf_counter() - t1
+        t0 += times["tune"]
+    for x in lowered:
+        c.finish(x)
     # graph outputs: a kernel that produced an arena value writes the output buffer instead
     out_index: dict[int, int] = {}
     for i, v in enumerate(graph.outputs):

@@ -268,6 +268,30 @@ def test_second_compile_reuses_the_log(tmp_path: Path) -> None:
         assert second.choose(space) == third.choose(space) == first.choose(space)
 
 
+def test_tuned_compile_lowers_and_builds_each_node_once(tmp_path: Path, monkeypatch) -> None:
+    """--tune sees every kernel's space before any is built, from the one lowering that the
+    build then uses (no throw-away lowering pass): each node is lowered once."""
+    from aotc import compiler
+
+    lowered: list[str] = []
+    real_lower = compiler._Compiler.lower_node
+
+    def counting_lower(self, node):  # type: ignore[no-untyped-def]
+        lowered.append(node.name)
+        return real_lower(self, node)
+
+    monkeypatch.setattr(compiler._Compiler, "lower_node", counting_lower)
+    model = load_graph(MLP)
+    nodes = [n.name for n in model.graph if n.op_type != "Constant"]
+    tuner = Tuner(60.0, tmp_path / "log.jsonl")
+    spaces: list = []
+    real_tune = tuner.tune
+    monkeypatch.setattr(tuner, "tune", lambda sp: (spaces.extend(sp), real_tune(sp)))
+    compile_model(model, TARGET, tuner=tuner)
+    assert sorted(lowered) == sorted(nodes)
+    assert spaces and tuner.results
+
+
 def test_untuned_compile_is_correct() -> None:
     prog = compile_onnx(str(MLP))
     x = np.random.default_rng(1).standard_normal((1, 64)).astype(np.float32)
