@@ -124,7 +124,8 @@ def test_row_kernel_is_one_pass_over_rows():
     assert isinstance(loop, For) and loop.kind == "parallel"
     text = format_kernel(kernel)
     # the output row holds exp(x - max), rescaled in place: one exp per row taken together
-    assert text.count("exp(") == space.default_config()["rows_together"] == 4
+    # (2 by default where a reduction's element calls a math function)
+    assert text.count("exp(") == space.default_config()["rows_together"] == 2
     # scratch is per chunk of rows, not per element
     assert all(b.size <= shape[0] for b in kernel.buffers if b.role == "scratch")
 
@@ -144,6 +145,21 @@ def test_rows_taken_together_share_column_loops():
     (a,) = run_kernel(k1, [x])
     (b,) = run_kernel(k4, [x])
     np.testing.assert_array_equal(a, b)
+
+
+def test_rows_together_default_leaves_registers_for_math():
+    """Softmax's sum calls exp per element, whose constants and temporaries leave registers
+    for 2 rows' accumulators: 2 rows by default; layer norm's reductions call nothing: 4."""
+    shape = (16, 768)
+    x = rand(*shape)
+    phs, outs = lowered("Softmax", [x], {"axis": -1}, [shape])
+    softmax = select.space_for(phs, outs, [None], host_target())
+    scale, bias = rand(768), rand(768)
+    phs, outs = lowered("LayerNormalization", [x, scale, bias], {"axis": -1}, [shape])
+    norm = select.space_for(phs, outs, [None, scale, bias], host_target())
+    assert (softmax.kind, norm.kind) == ("rows", "rows")
+    assert softmax.default_config()["rows_together"] == 2
+    assert norm.default_config()["rows_together"] == 4
 
 
 def _loops(stmt, out):
