@@ -46,6 +46,8 @@ from timing import (  # noqa: E402
     Engine,
     aotc_engine,
     geomean,
+    huge_pages_empty,
+    in_huge_pages,
     interleave,
     load_average,
     median,
@@ -207,14 +209,18 @@ def target_peak(threads: int, target: str) -> float:
 
 
 def time_case(case: Case, bundle_dir: Path, threads: int, runs: int,
-              clock: Callable[[], float], target: str = "cpu") -> None:
-    """Appends one row per thread count to case.rows."""
+              clock: Callable[[], float], target: str = "cpu", pages: str = "4k") -> None:
+    """Appends one row per thread count to case.rows. `pages` "huge": both engines' inputs
+    and outputs in transparent huge pages (timing.huge_pages_empty), as a layer's
+    activations are inside a network compiled by aotc."""
     set_blas_threads(threads)
     sess = ort_session(case.model, threads)
-    ort_call, ort_outs = ort_engine(sess, case.inputs)
+    allocate = huge_pages_empty if pages == "huge" else None
+    inputs = [in_huge_pages(x) for x in case.inputs] if allocate else case.inputs
+    ort_call, ort_outs = ort_engine(sess, inputs, allocate)
     with LoadedBundle(bundle_dir) as bundle:
         bundle.create(threads)
-        aotc_call, aotc_outs = aotc_engine(bundle, case.inputs)
+        aotc_call, aotc_outs = aotc_engine(bundle, inputs, allocate)
         aotc_call()
         ort_call()
         err = _max_rel_error(aotc_outs[0], ort_outs[0])
@@ -273,6 +279,9 @@ def main() -> None:
     ap.add_argument("--target", choices=("cpu", "cpu-avx2"), default="cpu",
                     help="aotc's code: for this machine, or AVX2 code (run here; %% of peak "
                          "then against the 256-bit FMA peak)")
+    ap.add_argument("--pages", choices=("4k", "huge"), default="4k",
+                    help="memory of the cases' inputs and outputs (both engines): ordinary "
+                         "pages, or transparent huge pages like aotc's workspace in a network")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     load_before = load_average()
@@ -285,8 +294,10 @@ def main() -> None:
         for case in cases:
             bundle = compile_case(case, Path(tmp), args.target)
             for t in threads:
-                time_case(case, bundle, t, args.runs, CLOCKS[args.clock], args.target)
-    print(f"load average before: {load_before}, after: {load_average()}; clock: {args.clock}")
+                time_case(case, bundle, t, args.runs, CLOCKS[args.clock], args.target,
+                          args.pages)
+    print(f"load average before: {load_before}, after: {load_average()}; clock: {args.clock}; "
+          f"pages: {args.pages}")
     rows = [r for t in threads for c in cases for r in c.rows if r[1] == t]
     print_rows(HEAD, rows, args.markdown)
     print()

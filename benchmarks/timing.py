@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import mmap
 import os
 import statistics
 import time
@@ -110,10 +111,39 @@ def ort_session(model: Path | onnx.ModelProto, threads: int,
     return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
 
 
-def ort_engine(sess: ort.InferenceSession, inputs: Sequence[np.ndarray]
-               ) -> tuple[Engine, list[np.ndarray]]:
+HUGE_PAGE = 2 << 20
+Allocate = Callable[[tuple[int, ...], np.dtype], np.ndarray]
+
+
+def huge_pages_empty(shape: tuple[int, ...], dtype: np.dtype | str) -> np.ndarray:
+    """An uninitialised array in memory advised for transparent huge pages (2 MB; a hint
+    that the kernel may ignore), like the workspace aotc's runtime keeps a network's
+    activations in: a layer timed on such buffers reads and writes them as it would inside
+    a network (in 4 KB pages, a kernel that reads rows far apart, as a 1x1 convolution read
+    in place does, takes a TLB miss per row)."""
+    dtype = np.dtype(dtype)
+    nbytes = max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    region = mmap.mmap(-1, nbytes + HUGE_PAGE, flags=flags) if flags else \
+        mmap.mmap(-1, nbytes + HUGE_PAGE)
+    raw = np.frombuffer(region, np.uint8)  # keeps `region` alive
+    start = (-raw.ctypes.data) % HUGE_PAGE
+    if hasattr(region, "madvise") and hasattr(mmap, "MADV_HUGEPAGE"):
+        region.madvise(mmap.MADV_HUGEPAGE)
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def in_huge_pages(a: np.ndarray) -> np.ndarray:
+    out = huge_pages_empty(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
+def ort_engine(sess: ort.InferenceSession, inputs: Sequence[np.ndarray],
+               allocate: Allocate | None = None) -> tuple[Engine, list[np.ndarray]]:
     """A call of `sess` through an IO binding with preallocated outputs (the least per-call
-    overhead the Python API offers); returns the engine and its output arrays."""
+    overhead the Python API offers; `allocate` makes them, default np.empty); returns the
+    engine and its output arrays."""
     names = [meta.name for meta in sess.get_inputs()]
     binding = sess.io_binding()
     for name, x in zip(names, inputs, strict=True):
@@ -122,18 +152,22 @@ def ort_engine(sess: ort.InferenceSession, inputs: Sequence[np.ndarray]
     # one plain run gives the output shapes and dtypes, whatever the graph declares
     first = sess.run(None, dict(zip(names, inputs, strict=True)))
     for meta, ref in zip(sess.get_outputs(), first, strict=True):
-        out = np.empty_like(np.asarray(ref))
+        ref = np.asarray(ref)
+        out = (allocate or np.empty)(ref.shape, ref.dtype)
         binding.bind_output(meta.name, "cpu", 0, out.dtype, list(out.shape), out.ctypes.data)
         outs.append(out)
     run = sess.run_with_iobinding
     return (lambda: run(binding)), outs
 
 
-def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray]
-                ) -> tuple[Engine, list[np.ndarray]]:
-    """A call of the bundle's NAME_run_context (create() the context first); returns the engine
-    and its output arrays. Raises if a call fails."""
+def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray],
+                allocate: Allocate | None = None) -> tuple[Engine, list[np.ndarray]]:
+    """A call of the bundle's NAME_run_context (create() the context first; `allocate` makes
+    the outputs, default 64-byte aligned); returns the engine and its output arrays. Raises if
+    a call fails."""
     ins, outs = bundle._prepare(list(inputs))
+    if allocate is not None:
+        outs = [allocate(o.shape, o.dtype) for o in outs]
     pin, pout = _pointer_array(ins), _pointer_array(outs)
     run, ctx = bundle._run_context, bundle._ctx
     keep = (ins, pin, pout)  # the pointer arrays point into these

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,20 @@ def test_bench_ops_quick() -> None:
     groups = {r["group"] for r in rows if "group" in r}
     assert groups == {"gemm", "mv2", "softmax"}
     assert float(next(r for r in rows if "FMA peak GFLOP/s" in r)["FMA peak GFLOP/s"]) > 0
+
+
+def test_bench_ops_in_huge_pages() -> None:
+    """--pages huge: both engines read and write buffers advised for huge pages (2 MB aligned)
+    and still agree."""
+    from timing import HUGE_PAGE, huge_pages_empty, in_huge_pages
+
+    a = huge_pages_empty((3, 5), "float32")
+    assert a.shape == (3, 5) and a.dtype == "float32" and a.ctypes.data % HUGE_PAGE == 0
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    np.testing.assert_array_equal(in_huge_pages(x), x)
+    rows = _run("bench_ops.py", "--quick", "--runs", "3", "--filter", "mv2", "--pages", "huge")
+    (case,) = [r for r in rows if "case" in r]
+    assert case["check"] == "ok" and float(case["aotc ms"]) > 0
 
 
 def _host_has(flag: str) -> bool:
