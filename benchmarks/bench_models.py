@@ -39,6 +39,7 @@ from table import print_rows  # noqa: E402
 from timing import (  # noqa: E402
     CLOCKS,
     aotc_engine,
+    flush_files,
     geomean,
     interleave,
     load_average,
@@ -146,6 +147,7 @@ def main() -> None:
             build_bundle(Path(tmp) / name, target="shared")
             compile_rows.append((name, f"{t1 - t0:.2f}", f"{time.perf_counter() - t1:.2f}"))
             bundles[name] = Path(tmp) / name
+        flush_files()
         for threads in args.threads:
             ratios = []
             for name, path in paths.items():

@@ -45,6 +45,7 @@ from timing import (  # noqa: E402
     CLOCKS,
     Engine,
     aotc_engine,
+    flush_files,
     geomean,
     huge_pages_empty,
     in_huge_pages,
@@ -293,6 +294,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="aotc_bench_ops_") as tmp:
         for case in cases:
             bundle = compile_case(case, Path(tmp), args.target)
+            flush_files()
             for t in threads:
                 time_case(case, bundle, t, args.runs, CLOCKS[args.clock], args.target,
                           args.pages)
