@@ -14,11 +14,13 @@ depthwise ones are named `mv2.dw*`); softmax and layer normalisation over [128, 
 [12, 128, 128]; `overhead.add` (a 16-element Add: each engine's per-call floor).
 
     python benchmarks/bench_ops.py [--threads 1 2] [--runs 30] [--filter gemm r50] [--quick]
-                                   [--markdown] [--target cpu-avx2]
+                                   [--markdown] [--target cpu-avx2] [--pages huge]
 
 `--target cpu-avx2` compiles aotc's side for AVX2 (256-bit vectors, 16 registers) and runs it
 on this machine: the AVX2 code's speed, % of peak against the 256-bit FMA peak (onnxruntime
-still runs its own, widest kernels).
+still runs its own, widest kernels). `--pages huge` gives both engines inputs and outputs in
+transparent huge pages, as a layer's activations are inside a network compiled by aotc. Each
+bundle is flushed to disk before it is timed (timing.flush_files).
 """
 
 from __future__ import annotations
