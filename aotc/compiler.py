@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -391,23 +391,20 @@ def compile_model(
         c.loc[v] = _Loc("input", i)
     nodes = list(graph)
     c.stats.nodes = len(nodes)
+    # lazily, one node at a time: its expressions are garbage once its kernel is built
+    lowered: Iterable[_LoweredNode] = (x for x in map(c.prepare, nodes) if x is not None)
     if c.tuner.wants_spaces:
         # every node lowered first, so that the tuner splits its budget over all the kernels
         # before any is built
-        lowered = [x for x in map(c.prepare, nodes) if x is not None]
+        lowered = list(lowered)
         t1 = time.perf_counter()
         if on_stage:
             on_stage("tuning")
         c.tuner.tune([x.space for x in lowered if x.space is not None])
         times["tune"] = time.perf_counter() - t1
         t0 += times["tune"]
-        for x in lowered:
-            c.finish(x)
-    else:  # one node at a time: its expressions are garbage once its kernel is built
-        for node in nodes:
-            x = c.prepare(node)
-            if x is not None:
-                c.finish(x)
+    for x in lowered:
+        c.finish(x)
     # graph outputs: a kernel that produced an arena value writes the output buffer instead
     out_index: dict[int, int] = {}
     for i, v in enumerate(graph.outputs):

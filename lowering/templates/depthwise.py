@@ -351,8 +351,7 @@ class _Builder:
 
     def _identity(self) -> te.Const:
         """The combiner's identity: what a tap outside the input contributes."""
-        pat = self.pat
-        return te.Const(te.reduce_identity(pat.combiner, pat.x.dtype).value, pat.x.dtype)
+        return te.reduce_identity(self.pat.combiner, self.pat.x.dtype)
 
     def _h_run(self, first: int, end: int, taps: tuple[int, ...],
                w_runs: list[tuple[int, int, tuple[int, ...]]], rows: int | None = None) -> Stmt:

@@ -1,8 +1,8 @@
 """Softmax and LogSoftmax (opset-13 semantics: along one axis), numerically stable.
 
 Three stages: the row maximum (NaN-propagating, see `_row_stats`), the row sum of
-`exp(x - max)` (both non-inline reductions kept with size-1 dims), then one element-wise stage. A row of all -inf gives NaN, as in onnxruntime
-(`-inf - -inf`).
+`exp(x - max)` (both non-inline reductions kept with size-1 dims), then one element-wise
+stage. A row of all -inf gives NaN, as in onnxruntime (`-inf - -inf`).
 """
 
 from __future__ import annotations
