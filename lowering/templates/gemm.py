@@ -304,7 +304,7 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     )
     if pat.m.size * pat.n.size * pat.k.size < MIN_MACS:
         return None
-    if out_begin is not None and any(out_begin[:i]) or \
+    if (out_begin is not None and any(out_begin[:i])) or \
             any(a != b for a, b in zip(outputs[0].shape[:i], p.shape[:i], strict=True)):
         return None  # padding only along the pixels' axes
     return pat
