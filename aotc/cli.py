@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -24,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from aotc import __version__
 from aotc.errors import AotcError
 
 app = typer.Typer(
@@ -36,10 +39,31 @@ err = Console(stderr=True, soft_wrap=True)  # messages name paths: never wrap th
 out = Console()
 T = TypeVar("T")
 
+class Emit(str, Enum):
+    """What `aotc optimize` writes."""
+
+    c = "c"
+    onnx = "onnx"
+
+
 InputShape = Annotated[
     list[str] | None,
     typer.Option("--input-shape", help="Bind an input's shape: name=d0,d1,... (repeatable)."),
 ]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"aotc {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print aotc's version and exit.")] = False,
+) -> None:
+    """aotc: compile ONNX models into C bundles that run without Python."""
 
 
 def _fail(e: AotcError) -> None:
@@ -49,7 +73,11 @@ def _fail(e: AotcError) -> None:
 
 @contextmanager
 def _user_errors(verbose: bool) -> Iterator[None]:
-    """User errors → one message, exit 2. Bugs → a short message (traceback with --verbose)."""
+    """User errors → one message, exit 2. Bugs → a short message (traceback with --verbose).
+
+    The libraries' own warnings (onnxscript's folder notes every node it leaves) are shown
+    with --verbose only: aotc reports what matters to the user itself."""
+    logging.getLogger("onnxscript").setLevel(logging.INFO if verbose else logging.ERROR)
     try:
         yield
     except AotcError as e:
@@ -123,7 +151,7 @@ def optimize(
     output: Annotated[Path, typer.Option("-o", "--output", help="Bundle folder to write.")],
     input_shape: InputShape = None,
     target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64")] = "cpu",
-    emit: Annotated[str, typer.Option(help="What to emit: c (a C bundle) or onnx (the rewritten model, after graph passes)")] = "c",
+    emit: Annotated[Emit, typer.Option(help="What to emit: c (a C bundle) or onnx (the rewritten model, after graph passes)")] = Emit.c,
     threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
     name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
     weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
@@ -136,11 +164,9 @@ def optimize(
     with _user_errors(verbose):
         from aotc.driver import make_tuner, optimize_model
 
-        if emit == "onnx":
+        if emit is Emit.onnx:
             _emit_onnx(model, output, input_shape or [], name, disable_pass or [], verbose)
             return
-        if emit != "c":
-            raise AotcError(f"--emit {emit} is not available yet", hint="use --emit c or onnx")
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _TuneBar(),
                             TimeElapsedColumn(), console=err, transient=True)
         with progress:
@@ -189,7 +215,7 @@ def verify(
     model: Annotated[Path, typer.Argument(help="The ONNX model the bundle was compiled from.")],
     bundle: Annotated[Path, typer.Argument(help="The bundle folder.")],
     input_shape: InputShape = None,
-    runs: Annotated[int, typer.Option(help="How many random input sets to try")] = 2,
+    runs: Annotated[int, typer.Option(min=1, help="How many random input sets to try")] = 2,
     tol: Annotated[float, typer.Option(help="Allowed max abs error relative to max(1, |output|)")] = 1e-4,
     threads: Annotated[int, typer.Option(help="Threads for run_model (0 = bundle default)")] = 0,
     cc: Annotated[str, typer.Option(help="C compiler for building the bundle")] = "cc",
@@ -229,31 +255,38 @@ def inspect(
         from aotc.inspect import describe_model
 
         d = describe_model(model)
-        out.print(f"[bold]{model}[/]  opset {d.opset}, ir_version {d.ir_version}, "
-                  f"{d.num_nodes} nodes, producer {d.producer or '?'}")
+        out.print(Text(str(model), style="bold"),
+                  Text(f" opset {d.opset}, ir_version {d.ir_version}, {d.num_nodes} nodes, "
+                       f"producer {d.producer or '?'}"))
         io = Table(title="inputs and outputs")
         for col in ("kind", "name", "dtype", "shape"):
             io.add_column(col)
         for kind, items in (("input", d.inputs), ("output", d.outputs)):
             for n, dt, shape in items:
-                io.add_row(kind, n, dt, "[" + ", ".join(map(str, shape)) + "]")
+                io.add_row(kind, Text(n), dt, Text("[" + ", ".join(map(str, shape)) + "]"))
         out.print(io)
         hist = Table(title="operators")
         hist.add_column("operator")
         hist.add_column("count", justify="right")
         hist.add_column("supported")
         for op, count in d.op_histogram:
-            hist.add_row(op, str(count), "yes" if op not in d.unsupported_ops else "[red]no[/]")
+            hist.add_row(Text(op), str(count),
+                         "yes" if op not in d.unsupported_ops else Text("no", style="red"))
         out.print(hist)
         if d.unsupported:
             out.print("[red]unsupported nodes:[/]")
             for node, op in d.unsupported:
-                out.print(f"  {node} ({op})")
+                out.print(Text(f"  {node} ({op})"))
         if d.unbound:
             out.print("[yellow]unbound dimensions[/] (bind with --input-shape name=d0,d1,...):")
             for name, axis, sym in d.unbound:
-                out.print(f"  {name} axis {axis}: '{sym}'")
-        if not d.unsupported and not d.unbound:
+                out.print(Text(f"  {name} axis {axis}: '{sym}'"))
+        if d.not_tensors:
+            out.print("[red]inputs and outputs that are not tensors[/] (aotc compiles tensors "
+                      "only):")
+            for name, kind in d.not_tensors:
+                out.print(Text(f"  {name}: {kind}"))
+        if not d.unsupported and not d.unbound and not d.not_tensors:
             out.print("[green]ready to compile[/]")
 
 

@@ -148,7 +148,7 @@ class _Compiler:
     # locations --------------------------------------------------------------------------
     def _weight(self, v: ir.Value) -> _Loc:
         if id(v) not in self.weights:
-            arr = np.ascontiguousarray(v.const_value.numpy())  # type: ignore[union-attr]
+            arr = np.asarray(v.const_value.numpy(), order="C")  # type: ignore[union-attr]
             self.weights[id(v)] = (self._add_weight_bytes(arr), arr)
         return _Loc("weight", self.weights[id(v)][0])
 
@@ -162,7 +162,7 @@ class _Compiler:
     def _transformed_weight(self, v: ir.Value, fn: Callable[[np.ndarray], np.ndarray],
                             shape: tuple[int, ...]) -> _Loc:
         """A constant in the layout a kernel wants (pre-packed), stored once per layout."""
-        arr = np.ascontiguousarray(fn(v.const_value.numpy()))  # type: ignore[union-attr]
+        arr = np.asarray(fn(v.const_value.numpy()), order="C")  # type: ignore[union-attr]
         if arr.shape != tuple(shape):
             raise AssertionError(f"packed {v.name} has shape {arr.shape}, kernel wants {shape}")
         key = (id(v), arr.shape, hash(arr.tobytes()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,17 +36,6 @@ class OptimizeResult:
 
 def _plain_stage(_name: str, fn: Callable[[], T]) -> T:
     return fn()
-
-
-def check_output_writable(output: Path) -> None:
-    parent = output.resolve().parent
-    if not parent.is_dir():
-        raise AotcError(f"the folder {parent} does not exist", file=str(output),
-                        hint="create it first or choose another -o")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise AotcError(f"cannot write into {parent} (permission denied)", file=str(output))
-    if output.exists() and not output.is_dir():
-        raise AotcError("exists and is not a folder", file=str(output))
 
 
 def count_nodes(path: Path) -> int:
@@ -90,6 +78,25 @@ class EmitOnnxResult:
     fused_nodes: int
 
 
+# A rewritten model whose initializers hold more bytes than this keeps them in a weights file
+# beside it (NAME.onnx.data); a smaller one is written as one self-contained file.
+EMBED_WEIGHTS_LIMIT = 64 << 20
+
+
+def _initializer_bytes(model: ir.Model) -> int:
+    return sum(v.const_value.nbytes for g in model.graphs() for v in g.initializers.values()
+               if v.const_value is not None)
+
+
+def _load_external_tensors(model: ir.Model) -> None:
+    """Initializers still read from the input's weights file are loaded into memory, so that
+    a model saved elsewhere holds them (ir.save keeps an external tensor's old reference)."""
+    for graph in model.graphs():
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                value.const_value = ir.tensor(value.const_value.numpy(), name=value.name)
+
+
 def emit_onnx(
     model: Path,
     output: Path,
@@ -101,23 +108,35 @@ def emit_onnx(
     log: Callable[[str], None] | None = None,
 ) -> EmitOnnxResult:
     """`aotc optimize --emit onnx`: the rewritten model (after passes, before lowering) as
-    OUTPUT/NAME.onnx; fused regions are `ai.aotc` nodes with model-local function bodies."""
+    OUTPUT/NAME.onnx; fused regions are `ai.aotc` nodes with model-local function bodies. Its
+    weights are embedded, or written to OUTPUT/NAME.onnx.data when they are large."""
+    from aotc import __version__
+    from aotc.package.output_folder import check_output_folder, write_folder
     from aotc.package.validate import check_name
     from aotc.passes.fused_function import DOMAIN
 
     check_name(name)
-    output = Path(output)
-    check_output_writable(output)
+    model, output = Path(model), Path(output)
+    check_output_folder(output, sources=[model])
+    nodes_before = count_nodes(model)
     graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
                          run_stage=run_stage, log=log)
-    path = output / f"{name}.onnx"
+    external = _initializer_bytes(graph) > EMBED_WEIGHTS_LIMIT
+    data = f"{name}.onnx.data" if external else None
+    if not external:
+        _load_external_tensors(graph)
+
+    def fill(tmp: Path) -> None:
+        ir.save(graph, tmp / f"{name}.onnx", external_data=data, size_threshold_bytes=1024)
+
     try:
-        output.mkdir(exist_ok=True)
-        run_stage("write model", lambda: ir.save(graph, path))
+        run_stage("write model", lambda: write_folder(
+            output, fill, {"aotc_version": __version__, "kind": "onnx", "name": name,
+                           "model": f"{name}.onnx", "weights": data}))
     except OSError as e:
-        raise AotcError(f"cannot write the model: {e.strerror or e}", file=str(path)) from None
+        raise AotcError(f"cannot write the model: {e.strerror or e}", file=str(output)) from None
     nodes = list(graph.graph)
-    return EmitOnnxResult(path=path, nodes_before=count_nodes(Path(model)),
+    return EmitOnnxResult(path=output / f"{name}.onnx", nodes_before=nodes_before,
                           nodes_after=len(nodes),
                           fused_nodes=sum(1 for n in nodes if n.domain == DOMAIN))
 
@@ -182,13 +201,15 @@ def optimize_model(
     tuner: Tuner | None = None,
 ) -> OptimizeResult:
     from aotc.package.bundle import write_bundle
+    from aotc.package.output_folder import check_output_folder
     from aotc.package.weights import WEIGHTS_FORMATS
 
-    output = Path(output)
+    model, output = Path(model), Path(output)
     if weights_format not in WEIGHTS_FORMATS:
         raise AotcError(f"unknown weights format '{weights_format}'",
                         hint=f"choose one of: {', '.join(WEIGHTS_FORMATS)}")
-    check_output_writable(output)
+    check_output_folder(output, sources=[model])
+    nodes_before = count_nodes(model)
     program, nodes_after = compile_file(
         model, input_shapes=input_shapes, target=target, threads=threads, name=name,
         disabled_passes=disabled_passes, run_stage=run_stage, log=log, tuner=tuner)
@@ -198,7 +219,7 @@ def optimize_model(
         raise AotcError(f"cannot write the bundle: {e.strerror or e}", file=str(output)) from None
     return OptimizeResult(
         program=program,
-        nodes_before=count_nodes(Path(model)),
+        nodes_before=nodes_before,
         nodes_after=nodes_after,
         steps=len(program.steps),
         unique_kernels=int(program.stats.get("unique_kernels", 0)),  # type: ignore[call-overload]

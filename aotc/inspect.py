@@ -26,29 +26,60 @@ class ModelDescription:
     unsupported_ops: set[str]
     unsupported: list[tuple[str, str]]
     unbound: list[tuple[str, int, str]]
+    not_tensors: list[tuple[str, str]]  # (input/output name, its type) aotc cannot pass
 
 
-def _dims(vi: onnx.ValueInfoProto) -> list[object]:
-    t = vi.type.tensor_type
-    if not t.HasField("shape"):
-        return ["?"]
-    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim]
-
-
-def _dtype(vi: onnx.ValueInfoProto) -> str:
-    return onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type).name \
-        if vi.type.tensor_type.elem_type else "?"
-
-
-def load_checked(path: Path) -> onnx.ModelProto:
-    if not path.is_file():
-        raise AotcError("no such file", file=str(path))
+def _elem_name(elem_type: int) -> str:
     try:
-        model = onnx.load(str(path))
-        onnx.checker.check_model(model)
-    except Exception as e:
-        raise AotcError(f"not a valid ONNX model: {str(e).strip().splitlines()[0]}",
-                        file=str(path)) from None
+        return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type else "?"
+    except (KeyError, ValueError, TypeError):
+        return onnx.TensorProto.DataType.Name(elem_type) if elem_type in \
+            onnx.TensorProto.DataType.values() else "?"
+
+
+def _type_name(t: onnx.TypeProto) -> str:
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        return _elem_name(t.tensor_type.elem_type)
+    if kind == "sequence_type":
+        return f"sequence<{_type_name(t.sequence_type.elem_type)}>"
+    if kind == "optional_type":
+        return f"optional<{_type_name(t.optional_type.elem_type)}>"
+    if kind == "map_type":
+        return f"map<{_elem_name(t.map_type.key_type)}, {_type_name(t.map_type.value_type)}>"
+    return kind or "?"
+
+
+def is_tensor(vi: onnx.ValueInfoProto) -> bool:
+    return vi.type.WhichOneof("value") in ("tensor_type", None)
+
+
+def value_type(vi: onnx.ValueInfoProto) -> tuple[str, list[object] | None]:
+    """(dtype name, dims: ints, symbol names or '?'; None when the shape is unknown)."""
+    t = vi.type.tensor_type
+    if not is_tensor(vi) or not t.HasField("shape"):
+        return _type_name(vi.type), None
+    return _type_name(vi.type), [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                                 for d in t.shape.dim]
+
+
+def _row(vi: onnx.ValueInfoProto) -> tuple[str, str, list[object]]:
+    dtype, dims = value_type(vi)
+    return vi.name, dtype, (dims if dims is not None else ["?"] if is_tensor(vi) else ["-"])
+
+
+def load_checked(path: Path, with_data: bool = False) -> onnx.ModelProto:
+    """The model's protobuf, checked (aotc.frontend.load.checked_proto); with `with_data` its
+    external data is loaded too."""
+    from aotc.frontend.load import checked_proto
+
+    model = checked_proto(path)
+    if with_data:
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+        except Exception as e:  # OSError
+            raise AotcError(f"cannot read the model's external data: {e}",
+                            file=str(path)) from None
     return model
 
 
@@ -75,13 +106,15 @@ def describe_model(path: Path) -> ModelDescription:
                 unsupported.append((f"{n.name or '<unnamed>'} (body: {', '.join(bad)})", op))
         elif op not in OPS and op not in FRONTEND_HANDLED:
             unsupported.append((n.name or "<unnamed>", op))
-    inputs = [(i.name, _dtype(i), _dims(i)) for i in g.input if i.name not in inits]
-    unbound = [(name, axis, str(d)) for name, _, dims in inputs
+    graph_inputs = [i for i in g.input if i.name not in inits]
+    unbound = [(name, axis, str(d)) for name, _, dims in map(_row, filter(is_tensor, graph_inputs))
                for axis, d in enumerate(dims) if not isinstance(d, int) or d <= 0]
+    not_tensors = [(v.name, _type_name(v.type)) for v in (*graph_inputs, *g.output)
+                   if not is_tensor(v)]
     return ModelDescription(
         opset=opset, ir_version=model.ir_version, producer=model.producer_name,
-        num_nodes=len(g.node), inputs=inputs,
-        outputs=[(o.name, _dtype(o), _dims(o)) for o in g.output],
+        num_nodes=len(g.node), inputs=[_row(i) for i in graph_inputs],
+        outputs=[_row(o) for o in g.output],
         op_histogram=hist.most_common(), unsupported_ops={op for _, op in unsupported},
-        unsupported=unsupported, unbound=unbound,
+        unsupported=unsupported, unbound=unbound, not_tensors=not_tensors,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 
 from aotc.errors import AotcError
-from aotc.inspect import load_checked
+from aotc.inspect import load_checked, value_type
 
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32,
              "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
@@ -54,14 +54,22 @@ def random_inputs(specs: list[dict], model: onnx.ModelProto, rng: np.random.Gene
     return arrays
 
 
-def ort_run(model: onnx.ModelProto, names: list[str], arrays: list[np.ndarray]) -> list[np.ndarray]:
+def ort_run(model: onnx.ModelProto, names: list[str], arrays: list[np.ndarray],
+            file: str | None = None) -> list[np.ndarray]:
+    """The model's outputs from onnxruntime; an error of onnxruntime's is an AotcError."""
     import onnxruntime as ort
 
     if model.ir_version > 10:
         model = onnx.ModelProto.FromString(model.SerializeToString())
         model.ir_version = 10
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return sess.run(None, dict(zip(names, arrays, strict=True)))
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        return sess.run(None, dict(zip(names, arrays, strict=True)))
+    except Exception as e:  # onnxruntime's Fail, InvalidArgument, ...
+        raise AotcError(f"onnxruntime cannot run the model: {str(e).strip()}", file=file,
+                        hint="aotc verify compares with onnxruntime, which must accept the "
+                             "model") from None
 
 
 def compare(got: np.ndarray, want: np.ndarray, tol: float) -> tuple[float, float, bool]:
@@ -82,24 +90,77 @@ def compare(got: np.ndarray, want: np.ndarray, tol: float) -> tuple[float, float
     return err, scale, same_nonfinite and err <= tol * scale
 
 
+def check_model_matches(model: onnx.ModelProto, manifest: dict, bundle: str) -> list[str]:
+    """The model's input names, in order; AotcError when its inputs or outputs (names, dtypes,
+    ranks, fixed dimensions) are not the bundle's."""
+    inits = {i.name for i in model.graph.initializer}
+    for kind, values in (("inputs", [i for i in model.graph.input if i.name not in inits]),
+                         ("outputs", list(model.graph.output))):
+        have = [(v.name, *value_type(v)) for v in values]
+        want = manifest[kind]
+        names = [n for n, _, _ in have]
+        if names != [t["name"] for t in want]:
+            raise AotcError(f"the bundle's {kind} {[t['name'] for t in want]} are not the "
+                            f"model's {names}", file=bundle, hint=_MISMATCH)
+        for (name, dtype, dims), t in zip(have, want, strict=True):
+            fixed_differ = dims is not None and (len(dims) != len(t["shape"]) or any(
+                isinstance(d, int) and d > 0 and d != b
+                for d, b in zip(dims, t["shape"], strict=True)))
+            if dtype != t["dtype"] or fixed_differ:
+                shown = "[?]" if dims is None else dims
+                raise AotcError(f"{kind[:-1]} '{name}' is {dtype}{shown} in the model but "
+                                f"{t['dtype']}{t['shape']} in the bundle", file=bundle,
+                                hint=_MISMATCH)
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+_MISMATCH = "verify the bundle against the model it was compiled from"
+
+
+def check_host_runs(manifest: dict, bundle: str) -> None:
+    """AotcError when this machine cannot run the bundle's kernels (another architecture, or
+    instruction sets this CPU lacks), which run_model would refuse."""
+    import platform
+
+    from aotc.package.cpu_check import is_aarch64, is_x86, normalize
+    from targets.cpu.target import host_target
+
+    triple = manifest.get("triple", "")
+    host = host_target()
+    same_arch = (is_x86(triple) and is_x86(host.triple)) or (
+        is_aarch64(triple) and is_aarch64(host.triple))
+    if not same_arch:
+        raise AotcError(f"the bundle is compiled for {triple}, this machine is "
+                        f"{platform.machine()}", file=bundle,
+                        hint="pass --cc and --runner for that target (e.g. --cc "
+                             "aarch64-linux-gnu-gcc --runner 'qemu-aarch64 -L "
+                             "/usr/aarch64-linux-gnu'), or compile with --target cpu")
+    on = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+    missing = [f for f in normalize(manifest.get("cpu_features", [])) if f not in on]
+    if missing:
+        raise AotcError(f"the bundle's kernels use {', '.join(missing)}, which this CPU "
+                        f"({host.cpu}) lacks", file=bundle,
+                        hint="compile it with --target cpu for this machine, or verify it "
+                             "on a machine that has them")
+
+
 def verify_bundle(
     model_path: Path, bundle: Path, *, input_shapes: list[str], runs: int = 2,
     tol: float = 1e-4, threads: int = 0, cc: str = "cc", runner: list[str] | None = None,
     seed: int = 0,
 ) -> list[OutputReport]:
-    from aotc.package.build import build_bundle, run_model_process
+    from aotc.package.build import BuildError, RunModelError, build_bundle, run_model_process
+    from aotc.package.output_folder import read_manifest
 
-    manifest_path = Path(bundle) / "aotc_bundle.json"
-    if not manifest_path.is_file():
-        raise AotcError("not an aotc bundle (no aotc_bundle.json)", file=str(bundle),
+    where = str(bundle)
+    if runs < 1:
+        raise AotcError(f"--runs must be at least 1, got {runs}")
+    manifest = read_manifest(Path(bundle))
+    if manifest is None or manifest.get("kind", "c") != "c":
+        raise AotcError("not an aotc C bundle (no aotc_bundle.json of kind c)", file=where,
                         hint="create one with `aotc optimize MODEL -o FOLDER`")
-    manifest = json.loads(manifest_path.read_text())
-    model = load_checked(Path(model_path))
-    init_names = {i.name for i in model.graph.initializer}
-    model_inputs = [i.name for i in model.graph.input if i.name not in init_names]
-    if model_inputs != [i["name"] for i in manifest["inputs"]]:
-        raise AotcError(f"the bundle's inputs {[i['name'] for i in manifest['inputs']]} are not "
-                        f"the model's {model_inputs}", file=str(bundle))
+    model = load_checked(Path(model_path), with_data=True)
+    model_inputs = check_model_matches(model, manifest, where)
     if input_shapes:
         from aotc.frontend import parse_input_shapes
 
@@ -107,14 +168,31 @@ def verify_bundle(
             spec = next((i for i in manifest["inputs"] if i["name"] == name), None)
             if spec is None or tuple(spec["shape"]) != tuple(shape):
                 raise AotcError(f"--input-shape {name}={','.join(map(str, shape))} does not "
-                                "match the bundle", file=str(bundle))
-    build_bundle(Path(bundle), cc=cc)
+                                "match the bundle", file=where)
+    if runner:
+        if shutil.which(runner[0]) is None:
+            raise AotcError(f"--runner: no program '{runner[0]}' found", hint="install it, or "
+                            "give its full path")
+    else:
+        check_host_runs(manifest, where)
+    try:
+        build_bundle(Path(bundle), cc=cc)
+    except (BuildError, OSError) as e:
+        tail = "\n".join(str(e).strip().splitlines()[-12:])
+        raise AotcError(f"building the bundle failed:\n{tail}", file=where,
+                        hint=f"check that '{cc}' compiles for the bundle's target "
+                             f"({manifest.get('triple')}); --cc picks another compiler") from None
     rng = np.random.default_rng(seed)
     reports = []
     for run in range(runs):
         arrays = random_inputs(manifest["inputs"], model, rng)
-        got = run_model_process(Path(bundle), arrays, threads=threads or None, runner=runner)
-        want = ort_run(model, model_inputs, arrays)
+        try:
+            got = run_model_process(Path(bundle), arrays, threads=threads or None, runner=runner)
+        except RunModelError as e:
+            if e.returncode < 0 or e.returncode > 2:  # a signal: the generated code crashed
+                raise
+            raise AotcError(f"run_model failed:\n{e.output.strip()}", file=where) from None
+        want = ort_run(model, model_inputs, arrays, file=str(model_path))
         for spec, g, w in zip(manifest["outputs"], got, want, strict=True):
             err, scale, ok = compare(g, np.asarray(w), tol)
             reports.append(OutputReport(run, spec["name"], err, scale, ok))

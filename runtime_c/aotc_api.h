@@ -24,7 +24,8 @@ enum aotc_status {
     AOTC_ERR_THREAD = 6,               /* starting a worker thread failed */
     AOTC_ERR_BAD_ARGUMENT = 7,         /* an argument is out of range (e.g. a negative thread count) */
     AOTC_ERR_KERNEL = 8,               /* a kernel reported an error */
-    AOTC_ERR_INTERNAL = 9              /* inconsistent generated tables (a bug in aotc) */
+    AOTC_ERR_INTERNAL = 9,             /* inconsistent generated tables (a bug in aotc) */
+    AOTC_ERR_MISALIGNED_WEIGHTS = 10   /* caller-provided weights are not aligned as the model needs */
 };
 
 /* Element types of model inputs and outputs. */

@@ -21,6 +21,7 @@
 
 struct aotc_context {
     const aotc_model *model;
+    const unsigned char *weights;
     aotc_pool *pool;
     void *workspace; /* model->desc->workspace_size bytes, AOTC_WORKSPACE_ALIGN aligned */
     int num_threads;
@@ -38,6 +39,7 @@ const char *aotc_status_message(int status) {
     case AOTC_ERR_BAD_ARGUMENT: return "an argument is out of range (e.g. a negative thread count)";
     case AOTC_ERR_KERNEL: return "a kernel reported an error";
     case AOTC_ERR_INTERNAL: return "internal error: inconsistent generated tables";
+    case AOTC_ERR_MISALIGNED_WEIGHTS: return "the weights are not aligned to the model's WEIGHTS_ALIGN bytes";
     default: return "unknown status code";
     }
 }
@@ -80,17 +82,25 @@ static int check_call(const aotc_model *m, const void *const *inputs, void *cons
     return AOTC_OK;
 }
 
-int aotc_model_run(const aotc_model *m, const void *const *inputs, void *const *outputs,
-                   void *workspace) {
+int aotc_check_weights(const aotc_model *m, const void *weights, uint64_t size) {
+    if (m == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    if (size != m->weights_size) return AOTC_ERR_BAD_SIZE;
+    if (weights == NULL && size > 0) return AOTC_ERR_NULL_ARGUMENT;
+    if ((uintptr_t)weights % AOTC_WEIGHTS_ALIGN != 0) return AOTC_ERR_MISALIGNED_WEIGHTS;
+    return AOTC_OK;
+}
+
+int aotc_model_run(const aotc_model *m, const unsigned char *weights, const void *const *inputs,
+                   void *const *outputs, void *workspace) {
     int rc;
     if (m == NULL) return AOTC_ERR_NULL_ARGUMENT;
     rc = check_call(m, inputs, outputs);
     if (rc != AOTC_OK) return rc;
     if (workspace == NULL && m->desc->workspace_size > 0) return AOTC_ERR_NULL_ARGUMENT;
     if ((uintptr_t)workspace % AOTC_WORKSPACE_ALIGN != 0) return AOTC_ERR_MISALIGNED_WORKSPACE;
-    if (m->cpu_supported != NULL && !m->cpu_supported()) return AOTC_ERR_UNSUPPORTED_CPU;
+    if (m->cpu_missing != NULL && m->cpu_missing() != NULL) return AOTC_ERR_UNSUPPORTED_CPU;
     return aotc_execute(NULL, m->steps, m->num_steps, m->refs, (unsigned char *)workspace,
-                        m->weights, inputs, outputs);
+                        weights, inputs, outputs);
 }
 
 static int parse_threads(const char *text, int *out) {
@@ -139,7 +149,8 @@ static int allocate_workspace(void **out, size_t size) {
     return 0;
 }
 
-int aotc_context_create(const aotc_model *m, aotc_context **out_ctx, int num_threads) {
+int aotc_context_create(const aotc_model *m, const unsigned char *weights, aotc_context **out_ctx,
+                        int num_threads) {
     aotc_context *c;
     size_t size;
     int rc, threads = 1;
@@ -148,10 +159,11 @@ int aotc_context_create(const aotc_model *m, aotc_context **out_ctx, int num_thr
     if (m == NULL) return AOTC_ERR_NULL_ARGUMENT;
     rc = aotc_resolve_num_threads(num_threads, m->default_num_threads, &threads);
     if (rc != AOTC_OK) return rc;
-    if (m->cpu_supported != NULL && !m->cpu_supported()) return AOTC_ERR_UNSUPPORTED_CPU;
+    if (m->cpu_missing != NULL && m->cpu_missing() != NULL) return AOTC_ERR_UNSUPPORTED_CPU;
     c = (aotc_context *)calloc(1, sizeof *c);
     if (c == NULL) return AOTC_ERR_OUT_OF_MEMORY;
     c->model = m;
+    c->weights = weights;
     c->num_threads = threads;
     size = (size_t)m->desc->workspace_size;
     if (size == 0) size = AOTC_WORKSPACE_ALIGN;
@@ -175,7 +187,7 @@ int aotc_context_run(aotc_context *c, const void *const *inputs, void *const *ou
     rc = check_call(c->model, inputs, outputs);
     if (rc != AOTC_OK) return rc;
     return aotc_execute(c->pool, c->model->steps, c->model->num_steps, c->model->refs,
-                        (unsigned char *)c->workspace, c->model->weights, inputs, outputs);
+                        (unsigned char *)c->workspace, c->weights, inputs, outputs);
 }
 
 void aotc_context_destroy(aotc_context *c) {

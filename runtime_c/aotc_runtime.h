@@ -25,6 +25,7 @@ extern "C" {
 
 #define AOTC_MAX_ARGS 64        /* most buffer arguments of one kernel (checked by aotc) */
 #define AOTC_WORKSPACE_ALIGN 64 /* alignment of every workspace and arena offset */
+#define AOTC_WEIGHTS_ALIGN 64   /* alignment of the weights and of every offset into them */
 #define AOTC_MAX_THREADS 256
 
 /* Kernel ABI: bufs holds one pointer per argument (inputs, outputs, scratch); 0 = ok. */
@@ -47,14 +48,16 @@ typedef struct aotc_step {
     int32_t first_ref;
 } aotc_step;
 
-/* Everything a generated NAME.c hands to the runtime: constant tables only. */
+/* Everything a generated NAME.c hands to the runtime: constant tables only. The weights are
+ * passed beside it (linked in, or the caller's: NAME_create_with_weights). */
 typedef struct aotc_model {
     const aotc_model_desc *desc;
     const aotc_step *steps;
     int32_t num_steps;
     const aotc_ref *refs;
-    const unsigned char *weights;
-    int (*cpu_supported)(void); /* 1 when the running CPU has every feature the kernels need */
+    uint64_t weights_size; /* bytes of weights the kernels read */
+    /* NULL when the running CPU has every feature the kernels need, else the first it lacks */
+    const char *(*cpu_missing)(void);
     int32_t default_num_threads; /* compile-time default; 0 = all online cores */
 } aotc_model;
 
@@ -81,15 +84,21 @@ int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aot
                  unsigned char *arena, const unsigned char *weights, const void *const *inputs,
                  void *const *outputs) AOTC_INTERNAL;
 
+/* AOTC_OK when `weights` can serve as the model's weights: weights_size bytes (`size`),
+ * AOTC_WEIGHTS_ALIGN-aligned, not NULL unless the model has none. */
+int aotc_check_weights(const aotc_model *model, const void *weights, uint64_t size) AOTC_INTERNAL;
+
 /* Checks the arguments and the CPU, then runs the model single-threaded in `workspace`. */
-int aotc_model_run(const aotc_model *model, const void *const *inputs, void *const *outputs,
-                   void *workspace) AOTC_INTERNAL;
+int aotc_model_run(const aotc_model *model, const unsigned char *weights,
+                   const void *const *inputs, void *const *outputs, void *workspace) AOTC_INTERNAL;
 
 /* requested > 0: that; else $AOTC_NUM_THREADS, else compile_default, else online cores. */
 int aotc_resolve_num_threads(int requested, int compile_default, int *out_num_threads) AOTC_INTERNAL;
 
 typedef struct aotc_context aotc_context;
-int aotc_context_create(const aotc_model *model, aotc_context **out_ctx, int num_threads) AOTC_INTERNAL;
+/* A context running `model` with `weights` (checked by aotc_check_weights first). */
+int aotc_context_create(const aotc_model *model, const unsigned char *weights,
+                        aotc_context **out_ctx, int num_threads) AOTC_INTERNAL;
 int aotc_context_run(aotc_context *ctx, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
 void aotc_context_destroy(aotc_context *ctx) AOTC_INTERNAL;
 int aotc_context_num_threads(const aotc_context *ctx) AOTC_INTERNAL;

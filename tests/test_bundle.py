@@ -258,14 +258,16 @@ def test_bundle_files_and_header(built: Path) -> None:
     assert not list(built.parent.glob(".bundle*"))  # no temporary folders left
 
 
+def _nm(path: Path, *flags: str) -> str:
+    return subprocess.run(["nm", *flags, str(path)], capture_output=True, text=True).stdout
+
+
 def test_weights_aligned_and_only_the_api_exported(built: Path) -> None:
-    out = subprocess.run(["nm", str(built / "run_model")], capture_output=True, text=True).stdout
-    address = re.search(r"^([0-9a-f]+) R model_weights$", out, re.M)
+    address = re.search(r"^([0-9a-f]+) [rR] model_weights$", _nm(built / "libmodel.so"), re.M)
     assert address and int(address.group(1), 16) % 64 == 0
     # exported API only: kernels, weights and the runtime stay inside the shared library
-    dyn = subprocess.run(["nm", "-D", "--defined-only", str(built / "libmodel.so")],
-                         capture_output=True, text=True).stdout
-    assert "model_run_context" in dyn
+    dyn = _nm(built / "libmodel.so", "-D", "--defined-only")
+    assert "model_run_context" in dyn and "model_create_with_weights" in dyn
     assert "aotc_parallel_for" not in dyn and "model_weights" not in dyn and "model_k0" not in dyn
 
 
@@ -279,13 +281,18 @@ def test_run_model_matches_numpy(built: Path, host_program, threads: int) -> Non
     check_outputs(outs, ins, host_program[1])
 
 
-def test_bench_output(built: Path, tmp_path: Path) -> None:
-    ins = random_inputs(7)
+def npy_files(folder: Path, ins: list[np.ndarray]) -> tuple[list[str], list[str]]:
+    """The inputs saved as in0.npy, ... in `folder`; the paths of out0.npy, ... beside them."""
     paths = []
     for i, x in enumerate(ins):
-        np.save(tmp_path / f"in{i}.npy", x)
-        paths.append(str(tmp_path / f"in{i}.npy"))
-    outs = [str(tmp_path / f"out{i}.npy") for i in range(3)]
+        np.save(folder / f"in{i}.npy", x)
+        paths.append(str(folder / f"in{i}.npy"))
+    return paths, [str(folder / f"out{i}.npy") for i in range(3)]
+
+
+def test_bench_output(built: Path, tmp_path: Path) -> None:
+    ins = random_inputs(7)
+    paths, outs = npy_files(tmp_path, ins)
     proc = run_model_command(built, ["--bench", "5", "--threads", "2", *paths, *outs])
     assert proc.returncode == 0, proc.stderr
     m = re.fullmatch(
@@ -401,8 +408,8 @@ def test_c_api_error_codes(built: Path) -> None:
     assert "NULL" in b.status_message(1)
     assert "aligned" in b.status_message(3)
     assert b.status_message(12345) == "unknown status code"
-    messages = {b.status_message(i) for i in range(10)}
-    assert len(messages) == 10
+    messages = {b.status_message(i) for i in range(11)}
+    assert len(messages) == 11
     with pytest.raises(BundleError) as err:
         b.create(-1)
     assert err.value.status == 7
@@ -414,6 +421,78 @@ def test_c_api_error_codes(built: Path) -> None:
     assert run_context(None, in_ptrs, out_ptrs) == 1
     b.lib.model_destroy(None)  # no-op
     assert b.lib.model_context_num_threads(None) == 0
+
+
+def test_caller_provided_weights(built: Path, host_program) -> None:
+    """NAME_create_with_weights / NAME_run_with_weights run on the bytes of NAME_weights.bin
+    (here altered, to see that they are the ones read) and check them first."""
+    b = LoadedBundle(built)
+    blob = (built / "model_weights.bin").read_bytes()
+    raw = np.zeros(len(blob) + 128, np.uint8)
+    start = -raw.ctypes.data % 64
+    weights = raw[start:start + len(blob)]
+    weights[:] = np.frombuffer(blob, np.uint8)
+    w = weights[W_OFFSET:W_OFFSET + 4 * N].view(np.float32)
+    w *= 2  # other weights than the linked-in ones
+    create = b.lib.model_create_with_weights
+    create.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64]
+    ctx = ctypes.c_void_p()
+    p = weights.ctypes.data
+    assert create(ctypes.byref(ctx), 1, p, len(blob) - 64) == 2  # bad size
+    assert create(ctypes.byref(ctx), 1, p + 4, len(blob)) == 10  # misaligned
+    assert create(ctypes.byref(ctx), 1, None, len(blob)) == 1
+    assert not ctx
+    assert "aligned" in b.status_message(10)
+    assert create(ctypes.byref(ctx), 2, p, len(blob)) == 0
+    ins = random_inputs(3)
+    outs = [np.empty(SHAPE, np.float32), np.empty(SHAPE, np.float32), np.empty(3, np.int64)]
+    run_context = b.lib.model_run_context
+    run_context.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    in_ptrs = (ctypes.c_void_p * 2)(*[a.ctypes.data for a in ins])
+    out_ptrs = (ctypes.c_void_p * 3)(*[a.ctypes.data for a in outs])
+    assert run_context(ctx, in_ptrs, out_ptrs) == 0
+    b.lib.model_destroy(ctx)
+    check_outputs(outs, ins, w.reshape(SHAPE))
+    run = b.lib.model_run_with_weights
+    run.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_uint64]
+    ws = np.zeros(4032 + 128, np.uint8)
+    aligned = ws.ctypes.data + (-ws.ctypes.data % 64)
+    assert run(in_ptrs, out_ptrs, aligned, p, 1) == 2
+    assert run(in_ptrs, out_ptrs, aligned, p, len(blob)) == 0
+    check_outputs(outs, ins, w.reshape(SHAPE))
+
+
+def test_run_model_reads_the_weights_file(built: Path, tmp_path: Path, host_program) -> None:
+    """run_model links no copy of the weights: it reads NAME_weights.bin beside itself (from any
+    current folder), or --weights FILE; a missing or foreign file is exit 2 with a message."""
+    assert "model_weights" not in _nm(built / "run_model")
+    exe = tmp_path / "copy" / "run_model"
+    exe.parent.mkdir()
+    shutil.copy(built / "run_model", exe)
+    ins = random_inputs(4)
+    paths, outs = npy_files(tmp_path, ins)
+    proc = subprocess.run([str(exe), *paths, *outs], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 2 and "model_weights.bin" in proc.stderr
+    (tmp_path / "short.bin").write_bytes(b"\0" * 10)
+    proc = subprocess.run([str(exe), "--weights", str(tmp_path / "short.bin"), *paths, *outs],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "another bundle" in proc.stderr
+    proc = subprocess.run([str(exe), "--weights", str(built / "model_weights.bin"), *paths,
+                           *outs], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    check_outputs([np.load(p) for p in outs], ins, host_program[1])
+    proc = subprocess.run([str(built / "run_model"), *paths, *outs], capture_output=True,
+                          text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_built_folder_holds_the_weights_twice_at_most(built: Path) -> None:
+    """The blob the sources hold and the self-contained static library: no weights object is
+    kept, and run_model links none (it reads the blob)."""
+    blob = (built / "model_weights.bin").read_bytes()[W_OFFSET:W_OFFSET + 4 * N]
+    holders = sorted(p.name for p in built.iterdir() if p.is_file() and blob in p.read_bytes())
+    assert holders == ["libmodel.a", "libmodel.so", "model_weights.bin"]  # .so: `make shared`
 
 
 # ---- unsupported CPU ----
@@ -432,8 +511,8 @@ def test_unsupported_cpu_is_an_error(tmp_path: Path) -> None:
     assert f'__builtin_cpu_supports("{missing[-1]}")' in (out / "model.c").read_text()
     with pytest.raises(RunModelError) as err:
         run_model_process(out, random_inputs(0))
-    assert err.value.returncode == 1
-    assert "lacks an instruction set" in err.value.output
+    assert err.value.returncode == 2  # another machine: a user error
+    assert f"this CPU lacks {missing[-1]}" in err.value.output
 
 
 # ---- other builds ----
@@ -563,22 +642,44 @@ def test_failed_write_leaves_nothing(tmp_path: Path, host_program, monkeypatch) 
         write_bundle(host_program[0], tmp_path / "a" / "b" / "out")
     assert list(tmp_path.iterdir()) == []
 
-    out.mkdir()
-    (out / "keep.txt").write_text("old")
+    write_bundle(host_program[0], out)  # an existing bundle survives a failed rewrite
+    before = sorted(p.name for p in out.iterdir())
     calls.clear()
     with pytest.raises(OSError, match="disk full"):
         write_bundle(host_program[0], out)
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
-    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
-def test_existing_folder_is_replaced(tmp_path: Path, host_program) -> None:
+def test_a_built_bundle_is_replaced(tmp_path: Path, host_program) -> None:
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "stale.txt").write_text("old")
     write_bundle(host_program[0], out)
-    assert not (out / "stale.txt").exists() and (out / "model.h").exists()
+    build_bundle(out)
+    (out / "model.h").write_text("stale")
+    write_bundle(host_program[0], out)
+    assert (out / "model.h").read_text() != "stale" and not (out / "run_model").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_bundle(host_program[0], empty)
+    assert (empty / "model.h").exists()
+
+
+def test_a_folder_holding_other_files_is_never_replaced(tmp_path: Path, host_program) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine")
+    with pytest.raises(AotcError, match="did not write"):
+        write_bundle(host_program[0], plain)
+    assert [p.name for p in plain.iterdir()] == ["notes.txt"]
+    bundle = tmp_path / "bundle"
+    write_bundle(host_program[0], bundle)
+    (bundle / "app.c").write_text("int main(void) { return 0; }")
+    before = sorted(p.name for p in bundle.iterdir())
+    with pytest.raises(AotcError, match="app.c"):
+        write_bundle(host_program[0], bundle)
+    assert sorted(p.name for p in bundle.iterdir()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "plain"]
 
 
 def test_invalid_programs_are_rejected(tmp_path: Path, host_program) -> None:

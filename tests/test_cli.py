@@ -119,3 +119,116 @@ def test_existing_bundle_kept_on_failure(tmp_path: Path) -> None:
     bad.write_bytes(b"garbage")
     _user_error(aotc("optimize", bad, "-o", out), "broken.onnx")
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+# ---- user mistakes are user errors (exit 2, a message), never an "internal error" ----
+
+
+def test_version_and_bad_choices() -> None:
+    proc = aotc("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("aotc ")
+    _user_error(aotc("optimize", MLP, "-o", "unused", "--emit", "banana"), "'c'", "'onnx'")
+    _user_error(aotc("verify", MLP, "unused", "--runs", "0"), "--runs")
+
+
+@pytest.fixture(scope="module")
+def mlp_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("mlp") / "bundle"
+    proc = aotc("optimize", MLP, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_verify_with_another_model(mlp_bundle: Path) -> None:
+    _user_error(aotc("verify", ROOT / "models" / "resnet_tiny.onnx", mlp_bundle),
+                "input 'input'", "in the bundle")
+
+
+def test_verify_with_a_runner_that_does_not_exist(mlp_bundle: Path) -> None:
+    _user_error(aotc("verify", MLP, mlp_bundle, "--runner", "no-such-emulator -L /x"),
+                "no-such-emulator")
+
+
+def _copy_with_manifest(bundle: Path, dest: Path, **changes: object) -> Path:
+    import json
+    import shutil
+
+    shutil.copytree(bundle, dest)
+    manifest = json.loads((dest / "aotc_bundle.json").read_text())
+    manifest.update(changes)
+    (dest / "aotc_bundle.json").write_text(json.dumps(manifest))
+    return dest
+
+
+def test_verify_on_a_cpu_that_lacks_the_kernels_features(mlp_bundle: Path,
+                                                          tmp_path: Path) -> None:
+    bundle = _copy_with_manifest(mlp_bundle, tmp_path / "b", cpu_features=["avx2", "amx-fp64"])
+    _user_error(aotc("verify", MLP, bundle), "amx-fp64", "lacks")
+
+
+def test_verify_of_another_architecture(mlp_bundle: Path, tmp_path: Path) -> None:
+    import platform
+
+    other = "x86_64-unknown-linux-gnu" if platform.machine() in ("aarch64", "arm64") \
+        else "aarch64-unknown-linux-gnu"
+    bundle = _copy_with_manifest(mlp_bundle, tmp_path / "b", triple=other)
+    _user_error(aotc("verify", MLP, bundle), f"compiled for {other}", "--runner")
+
+
+def test_scalar_input_compiles_and_verifies(tmp_path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [])
+    v = helper.make_tensor_value_info("v", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])
+    g = helper.make_graph([helper.make_node("Mul", ["x", "v"], ["y"], name="scale")], "g",
+                          [x, v], [y])
+    path = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]),
+                 tmp_path / "scalar.onnx")
+    out = tmp_path / "bundle"
+    assert aotc("optimize", path, "-o", out).returncode == 0
+    proc = aotc("verify", path, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_inspect_shows_symbolic_dimensions(tmp_path: Path) -> None:
+    proc = aotc("inspect", _dynamic_model(tmp_path))
+    assert proc.returncode == 0 and "[N, 4]" in proc.stdout
+
+
+def test_sequence_input_is_named(tmp_path: Path) -> None:
+    s = helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_sequence_value_info("y", TensorProto.FLOAT, [2, 3])
+    g = helper.make_graph([helper.make_node("Identity", ["s"], ["y"], name="id")], "g", [s], [y])
+    path = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+                 tmp_path / "seq.onnx")
+    proc = aotc("optimize", path, "-o", tmp_path / "out")
+    _user_error(proc, "input 's'", "Sequence")
+    assert "--input-shape" not in proc.stderr
+    proc = aotc("inspect", path)
+    assert proc.returncode == 0 and "sequence<float32>" in proc.stdout
+    assert "ready to compile" not in proc.stdout
+
+
+def test_split_to_sequence_with_a_split_ignores_keepdims(tmp_path: Path) -> None:
+    """keepdims applies only without a split input (onnxscript's folding applied it anyway;
+    onnxruntime 1.32 refuses such a model, so onnx's reference evaluator is the oracle)."""
+    import numpy as np
+    from onnx.reference import ReferenceEvaluator
+
+    from aotc.package.build import build_bundle, run_model_process
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    inits = [helper.make_tensor("split", TensorProto.INT64, [], [2]),
+             helper.make_tensor("pos", TensorProto.INT64, [], [1])]
+    nodes = [helper.make_node("SplitToSequence", ["x", "split"], ["s"], name="sts", keepdims=0),
+             helper.make_node("SequenceAt", ["s", "pos"], ["y"], name="at")]
+    g = helper.make_graph(nodes, "g", [x], [y], inits)
+    path = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]),
+                 tmp_path / "sts.onnx")
+    out = tmp_path / "bundle"
+    proc = aotc("optimize", path, "-o", out)
+    assert proc.returncode == 0, proc.stderr
+    build_bundle(out)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    want = ReferenceEvaluator(str(path)).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(run_model_process(out, [x])[0], want)

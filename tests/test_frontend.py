@@ -320,6 +320,47 @@ def test_external_data(tmp_path):
     assert "ext" in str(err.value)
 
 
+def _external_model(tmp_path, location: str, data: bytes | None = None) -> str:
+    """ext.onnx whose weight w (64x32 float32) lies in `location`; `data` replaces its bytes."""
+    w = rand(64, 32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")]
+    proto = make_model(nodes, [vi("x", [2, 64])], [vi("y", None)], [init("w", w)])
+    onnx.save_model(proto, str(tmp_path / "ext.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="ext.bin", size_threshold=0)
+    if data is not None:
+        (tmp_path / "ext.bin").write_bytes(data)
+    model = onnx.load(str(tmp_path / "ext.onnx"), load_external_data=False)
+    for e in model.graph.initializer[0].external_data:
+        if e.key == "location":
+            e.value = location
+    onnx.save(model, str(tmp_path / "ext.onnx"))
+    return str(tmp_path / "ext.onnx")
+
+
+@pytest.mark.parametrize("location, needle", [
+    ("/etc/passwd", "relative"),
+    ("../../../../etc/passwd", "outside the model's folder"),
+    ("sub/../../secret.bin", "outside the model's folder"),
+    ("link.bin", "outside the model's folder"),  # a symbolic link to a file elsewhere
+])
+def test_external_data_must_stay_inside_the_folder(tmp_path, location, needle):
+    """A model may not make aotc read a file outside its folder (a security check)."""
+    secret = tmp_path.parent / f"{tmp_path.name}_secret.bin"
+    secret.write_bytes(b"\0" * 64 * 32 * 4)
+    (tmp_path / "link.bin").symlink_to(secret)
+    path = _external_model(tmp_path, location)
+    with pytest.raises(AotcError, match=needle) as err:
+        load_model(path)
+    assert "'w'" in str(err.value) and "ext.onnx" in str(err.value)
+
+
+def test_truncated_external_data_is_reported(tmp_path):
+    path = _external_model(tmp_path, "ext.bin", data=b"\0" * 1000)
+    with pytest.raises(AotcError, match="truncated") as err:
+        load_model(path)
+    assert "'w'" in str(err.value) and "1000 bytes" in str(err.value)
+
+
 def test_initializers_listed_as_inputs_are_dropped(tmp_path):
     nodes = [helper.make_node("Add", ["x", "b"], ["y"])]
     proto = make_model(nodes, [vi("x", [2, 3]), vi("b", [3])], [vi("y", None)],

@@ -191,7 +191,7 @@ WORKSPACE_TEST = r"""
 #include <string.h>
 
 /* A model without steps: only its workspace size matters here. */
-static int cpu_ok(void) { return 1; }
+static const char *cpu_ok(void) { return NULL; }
 
 static int context_with(uint64_t size, unsigned char **out) {
     static aotc_model_desc desc;
@@ -203,9 +203,9 @@ static int context_with(uint64_t size, unsigned char **out) {
     desc.workspace_align = AOTC_WORKSPACE_ALIGN;
     memset(&model, 0, sizeof model);
     model.desc = &desc;
-    model.cpu_supported = cpu_ok;
+    model.cpu_missing = cpu_ok;
     model.default_num_threads = 1;
-    if (aotc_context_create(&model, &ctx, 1) != AOTC_OK) return 1;
+    if (aotc_context_create(&model, NULL, &ctx, 1) != AOTC_OK) return 1;
     *out = (unsigned char *)aotc_context_workspace(ctx);
     memset(*out, 1, (size_t)size); /* every byte is usable */
     if (size >= ((uint64_t)2 << 20)) {

@@ -99,8 +99,19 @@ def _substitute(model: ir.Model, symbols: dict[str, int]) -> None:
                     for d in shape.dims])
 
 
+def check_tensor_io(model: ir.Model) -> None:
+    """Graph inputs and outputs must be tensors (a sequence, map or optional has no C form)."""
+    for kind, values in (("input", model.graph.inputs), ("output", model.graph.outputs)):
+        for v in values:
+            if v.type is not None and not isinstance(v.type, ir.TensorType):
+                raise AotcError(f"{kind} '{v.name}' is a {v.type}; aotc compiles models whose "
+                                "inputs and outputs are tensors",
+                                hint="export the model with tensor inputs and outputs")
+
+
 def bind_input_shapes(model: ir.Model, shapes: dict[str, tuple[int, ...]]) -> None:
     """Fix graph-input dimensions from `shapes`; every input must end up static."""
+    check_tensor_io(model)
     inputs = {v.name: v for v in model.graph.inputs}
     symbols: dict[str, int] = {}
     for name, dims in shapes.items():

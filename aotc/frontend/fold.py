@@ -5,11 +5,14 @@ onnxscript skips inputs over 8,192 and outputs over 262,144 elements. aotc decid
 that expands data (ConstantOfShape, Expand, Tile, an outer product: more output elements than
 input elements) is folded only up to EXPAND_LIMIT elements, so weights don't balloon.
 The frontend folds with a small output limit (shape arithmetic and its small companions); the
-`fold_constants` pass folds the rest.
+`fold_constants` pass folds the rest. A node whose folding raises inside onnxscript (an operator
+or attribute form its evaluators do not handle) is left as it is: the compiler then reports it
+with its name, or compiles it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import onnx_ir as ir
@@ -51,21 +54,35 @@ def _policy(max_elements: int | None):
     return should_fold
 
 
+@functools.cache
+def _folder_class() -> type:
+    from onnxscript.optimizer._constant_folding import FoldConstantsPass  # slow import
+
+    class SafeFoldConstantsPass(FoldConstantsPass):
+        """onnxscript's folder, leaving a node unfolded when folding it raises."""
+
+        def process_node(self, node: ir.Node, is_function: bool):  # type: ignore[override]
+            try:
+                return super().process_node(node, is_function)
+            except Exception:  # an evaluator's error on this node: keep the node
+                return None
+
+    return SafeFoldConstantsPass
+
+
 def fold_constants(model: ir.Model, *, max_elements: int | None = None) -> bool:
     """Fold all-constant nodes (and constant `If`s) into initializers, in place.
 
     `max_elements` bounds every folded output (the frontend's shape folding); None means
     no bound except EXPAND_LIMIT on nodes that expand data. Returns whether it changed.
     """
-    import onnxscript.optimizer  # slow import: only when folding
-
-    changed = onnxscript.optimizer.fold_constants(
-        model,
-        onnx_shape_inference=True,
+    folder = _folder_class()(
+        shape_inference=True,
         input_size_limit=_UNLIMITED,
         output_size_limit=_UNLIMITED,
         should_fold=_policy(max_elements),
-    ).modified
+    )
+    changed = folder(model).modified
     lifted = common_passes.LiftConstantsToInitializersPass(
         lift_all_constants=True, size_limit=0)(model).modified
     common_passes.RemoveUnusedNodesPass()(model)

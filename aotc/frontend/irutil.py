@@ -47,7 +47,7 @@ def numbered(base: str) -> Iterator[str]:
 def new_initializer(graph: ir.Graph, array: np.ndarray, name: str) -> ir.Value:
     """Register `array` as a new initializer of `graph` under a name not used there yet."""
     name = next(n for n in numbered(name) if n not in graph.initializers)
-    tensor = ir.tensor(np.ascontiguousarray(array), name=name)
+    tensor = ir.tensor(np.asarray(array, order="C"), name=name)
     value = ir.Value(name=name, shape=ir.Shape(array.shape), type=ir.TensorType(tensor.dtype),
                      const_value=tensor)
     graph.register_initializer(value)

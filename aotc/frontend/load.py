@@ -12,6 +12,7 @@ import onnx_ir.passes.common as common_passes
 from aotc.errors import AotcError
 from aotc.frontend import shapes
 from aotc.frontend.bind import bind_input_shapes
+from aotc.frontend.external_data import check_external_data
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
 from aotc.frontend.opset import normalise_opset
@@ -28,34 +29,36 @@ def _with_file(e: AotcError, file: str) -> AotcError:
     return AotcError(e.message, file=file, node=e.node, op=e.op, hint=e.hint)
 
 
-def _read(path: Path) -> ir.Model:
+def checked_proto(path: Path) -> onnx.ModelProto:
+    """The model's protobuf without its external data, after the external-data checks and
+    onnx.checker: what every command reads first."""
     if not path.is_file():
         raise AotcError("no such file", file=str(path))
     try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # protobuf's DecodeError, OSError
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise AotcError(f"not a valid ONNX model: cannot parse it ({first})", file=str(path),
+                        hint="check that the file is a complete .onnx model") from None
+    check_external_data(proto, path)
+    try:  # (given the proto, the checker would look for external data in the current folder)
         onnx.checker.check_model(str(path), full_check=False)
-    except Exception as e:  # ValidationError, protobuf DecodeError, OSError...
+    except Exception as e:  # ValidationError
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         if _DEPRECATED not in first:  # GroupNormalization-18 & co: the opset rules convert
             raise AotcError(f"not a valid ONNX model: {first}", file=str(path),
-                            hint="check that the file is a complete .onnx model (and its "
-                                 "external-data files sit next to it)") from None
-    try:
-        model = ir.load(path)
+                            hint="check that the file is a complete .onnx model") from None
+    return proto
+
+
+def _read(path: Path) -> ir.Model:
+    proto = checked_proto(path)
+    try:  # as ir.load does, without reading the file again
+        model = ir.serde.deserialize_model(proto)
+        ir.external_data.set_base_dir(model.graph, str(path.parent))
     except Exception as e:
         raise AotcError(f"cannot read the model: {e}", file=str(path)) from None
-    _check_external_data(model, path)
     return model
-
-
-def _check_external_data(model: ir.Model, path: Path) -> None:
-    for graph in model.graphs():
-        for value in graph.initializers.values():
-            tensor = value.const_value
-            if isinstance(tensor, ir.ExternalTensor) and not Path(tensor.path).is_file():
-                raise AotcError(
-                    f"initializer '{value.name}' keeps its data in '{tensor.location}', "
-                    f"which is missing", file=str(path),
-                    hint="copy the external-data file next to the model")
 
 
 def read_model(path: str | os.PathLike) -> ir.Model:

@@ -70,6 +70,15 @@ def _split(node: ir.Node, since: int) -> bool:
     return False
 
 
+@_rule("SplitToSequence")
+def _split_to_sequence(node: ir.Node, since: int) -> bool:
+    # keepdims applies only without a split input; onnxscript's folding of SplitToSequence
+    # applies it either way (squeezing parts of size 2), so a present split drops it.
+    if len(node.inputs) > 1 and node.inputs[1] is not None:
+        pop_attr(node, "keepdims")
+    return False
+
+
 @_rule("Clip")
 def _clip(node: ir.Node, since: int) -> bool:
     if since < 11:

@@ -114,7 +114,7 @@ def run_model_process(
         in_paths = [Path(tmp) / f"in{i}.npy" for i in range(len(inputs))]
         out_paths = [Path(tmp) / f"out{i}.npy" for i in range(len(meta["outputs"]))]
         for path, x in zip(in_paths, inputs, strict=True):
-            np.save(path, np.ascontiguousarray(x))
+            np.save(path, np.asarray(x, order="C"))
         args = [] if threads is None else ["--threads", str(threads)]
         args += [str(p) for p in in_paths + out_paths]
         proc = run_model_command(bundle_dir, args, runner=runner, env=env)

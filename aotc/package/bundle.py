@@ -1,25 +1,21 @@
 """The bundle writer: a Program becomes a folder of C sources, objects and build files, written
-into a temporary folder and moved into place only when complete."""
+whole and moved into place only when complete (aotc.package.output_folder)."""
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-import uuid
 from pathlib import Path
 
 from aotc import __version__
 from aotc.errors import AotcError
 from aotc.package import templates
 from aotc.package.c_header import render_header
-from aotc.package.c_source import render_source
+from aotc.package.c_source import render_linked_source, render_source
+from aotc.package.output_folder import MANIFEST, write_folder
 from aotc.package.program import Program, TensorInfo
 from aotc.package.validate import check_program
 from aotc.package.weights import WEIGHTS_FORMATS, weights_files
 
-MANIFEST = "aotc_bundle.json"
+__all__ = ["MANIFEST", "bundle_files", "manifest", "write_bundle"]
 
 
 def _tensor_json(t: TensorInfo) -> dict[str, object]:
@@ -30,6 +26,7 @@ def manifest(program: Program, weights_format: str) -> dict[str, object]:
     """What tools (build helpers, `aotc inspect`) read about a bundle without parsing C."""
     return {
         "aotc_version": __version__,
+        "kind": "c",
         "name": program.name,
         "triple": program.triple,
         "cpu": program.cpu,
@@ -48,7 +45,7 @@ def manifest(program: Program, weights_format: str) -> dict[str, object]:
 
 
 def bundle_files(program: Program, weights_format: str = "incbin") -> dict[str, bytes]:
-    """File name -> contents of the bundle folder."""
+    """File name -> contents of the bundle folder (the manifest is added when it is written)."""
     if weights_format not in WEIGHTS_FORMATS:
         raise AotcError(
             f"unknown weights format '{weights_format}'",
@@ -59,15 +56,15 @@ def bundle_files(program: Program, weights_format: str = "incbin") -> dict[str, 
     files: dict[str, bytes] = {
         f"{n}.h": render_header(program).encode(),
         f"{n}.c": render_source(program).encode(),
+        f"{n}_linked.c": render_linked_source(program).encode(),
         f"{n}_kernels.o": bytes(program.kernel_object),
         f"{n}_kernels.ll": program.kernel_ll.encode(),
         **weights_files(n, bytes(program.weights), weights_format),
         **templates.runtime_sources(),
-        "run_model.c": templates.render_run_model(program).encode(),
+        "run_model.c": templates.render_run_model(program, weights_format).encode(),
         "Makefile": templates.render_makefile(program, weights_format).encode(),
         "CMakeLists.txt": templates.render_cmake(program, weights_format).encode(),
         "README.md": templates.render_readme(program).encode(),
-        MANIFEST: (json.dumps(manifest(program, weights_format), indent=2, default=str) + "\n").encode(),
     }
     return files
 
@@ -76,43 +73,14 @@ def _write_file(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def _move_into_place(tmp: Path, out_dir: Path) -> None:
-    """Renames tmp to out_dir; an existing out_dir is swapped out and deleted afterwards."""
-    if not out_dir.exists():
-        os.rename(tmp, out_dir)
-        return
-    old = out_dir.parent / f".{out_dir.name}.old-{uuid.uuid4().hex[:8]}"
-    os.rename(out_dir, old)
-    try:
-        os.rename(tmp, out_dir)
-    except BaseException:
-        os.rename(old, out_dir)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def write_bundle(program: Program, out_dir: Path, weights_format: str = "incbin") -> None:
-    """Writes the bundle of `program` to out_dir, replacing an existing folder only once the new
-    one is complete; on any failure nothing new is left behind."""
-    out_dir = Path(out_dir).absolute()
-    if out_dir.exists() and not out_dir.is_dir():
-        raise AotcError(f"output path {out_dir} exists and is not a folder", hint="choose a folder")
+    """Writes the bundle of `program` to out_dir, replacing an existing folder only when aotc
+    wrote it and only once the new one is complete; on any failure nothing new is left behind."""
     files = bundle_files(program, weights_format)
-    created = [p for p in reversed(out_dir.parents) if not p.exists()]
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp: Path | None = None
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
-        os.chmod(tmp, 0o755)
+
+    def fill(tmp: Path) -> None:
         for name, data in files.items():
             _write_file(tmp / name, data)
-        _move_into_place(tmp, out_dir)
-    except BaseException:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-        for folder in reversed(created):  # parents this call made, innermost first
-            try:
-                folder.rmdir()
-            except OSError:
-                break
-        raise
+
+    write_folder(Path(out_dir), fill, manifest(program, weights_format),
+                 built=templates.built_files(program.name))

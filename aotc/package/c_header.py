@@ -6,6 +6,7 @@ from aotc.package.c_text import banner, comment_safe, describe_tensor
 from aotc.package.program import Program
 
 WORKSPACE_ALIGN = 64
+WEIGHTS_ALIGN = 64  # AOTC_WEIGHTS_ALIGN in runtime_c/aotc_runtime.h
 
 
 def _io_comment(program: Program) -> list[str]:
@@ -25,6 +26,8 @@ def _macros(program: Program) -> list[str]:
     lines = [
         f"#define {up}_WORKSPACE_SIZE {program.arena_size} /* bytes of workspace {program.name}_run needs */",
         f"#define {up}_WORKSPACE_ALIGN {WORKSPACE_ALIGN} /* required alignment of that workspace */",
+        f"#define {up}_WEIGHTS_SIZE {len(program.weights)}u /* bytes of weights ({program.name}_weights.bin) */",
+        f"#define {up}_WEIGHTS_ALIGN {WEIGHTS_ALIGN} /* required alignment of caller-provided weights */",
         f"#define {up}_NUM_INPUTS {len(program.inputs)}",
         f"#define {up}_NUM_OUTPUTS {len(program.outputs)}",
     ]
@@ -81,6 +84,15 @@ def render_header(program: Program) -> str:
         f" * {n}_destroy. */",
         f"int {n}_create({n}_context **out_ctx, int num_threads);",
         "",
+        f"/* {n}_run and {n}_create with the caller's weights instead of those linked in: the",
+        f" * bytes of {n}_weights.bin ({up}_WEIGHTS_SIZE of them, {up}_WEIGHTS_ALIGN-aligned, e.g.",
+        " * read or mapped from that file), which the caller keeps unchanged while they are in use",
+        f" * (until {n}_destroy). A program that calls only these links no weights. */",
+        f"int {n}_run_with_weights(const void *const *inputs, void *const *outputs, void *workspace,",
+        "                         const void *weights, uint64_t weights_size);",
+        f"int {n}_create_with_weights({n}_context **out_ctx, int num_threads, const void *weights,",
+        "                            uint64_t weights_size);",
+        "",
         "/* Runs the model with ctx's threads and workspace, allocating nothing; one call per context at",
         " * a time (different contexts may run concurrently). */",
         f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
@@ -93,6 +105,10 @@ def render_header(program: Program) -> str:
         "",
         "/* A static, never-freed English message for a status code; thread-safe. */",
         f"const char *{n}_status_message(int status);",
+        "",
+        "/* NULL when this CPU has every instruction set the kernels use, else the name of one it",
+        " * lacks (for the message after AOTC_ERR_UNSUPPORTED_CPU). */",
+        f"const char *{n}_missing_cpu_feature(void);",
         "",
         "/* The model's static descriptor (names, dtypes, shapes and byte sizes of inputs and outputs). */",
         f"const aotc_model_desc *{n}_describe(void);",

@@ -60,16 +60,22 @@ def _tables(program: Program) -> tuple[list[str], str, str]:
 
 def _api(n: str) -> str:
     return f"""\
-int {n}_run(const void *const *inputs, void *const *outputs, void *workspace) {{
-    return aotc_model_run(&{n}_program, inputs, outputs, workspace);
+int {n}_run_with_weights(const void *const *inputs, void *const *outputs, void *workspace,
+                         const void *weights, uint64_t weights_size) {{
+    int rc = aotc_check_weights(&{n}_program, weights, weights_size);
+    if (rc != AOTC_OK) return rc;
+    return aotc_model_run(&{n}_program, (const unsigned char *)weights, inputs, outputs, workspace);
 }}
 
-int {n}_create({n}_context **out_ctx, int num_threads) {{
+int {n}_create_with_weights({n}_context **out_ctx, int num_threads, const void *weights,
+                            uint64_t weights_size) {{
     aotc_context *ctx = NULL;
     int rc;
     if (out_ctx == NULL) return AOTC_ERR_NULL_ARGUMENT;
     *out_ctx = NULL;
-    rc = aotc_context_create(&{n}_program, &ctx, num_threads);
+    rc = aotc_check_weights(&{n}_program, weights, weights_size);
+    if (rc != AOTC_OK) return rc;
+    rc = aotc_context_create(&{n}_program, (const unsigned char *)weights, &ctx, num_threads);
     if (rc == AOTC_OK) *out_ctx = ({n}_context *)(void *)ctx;
     return rc;
 }}
@@ -86,8 +92,36 @@ int {n}_context_num_threads(const {n}_context *ctx) {{
 
 const char *{n}_status_message(int status) {{ return aotc_status_message(status); }}
 
+const char *{n}_missing_cpu_feature(void) {{ return {n}_cpu_missing(); }}
+
 const aotc_model_desc *{n}_describe(void) {{ return &{n}_desc; }}
 """
+
+
+def render_linked_source(program: Program) -> str:
+    """NAME_linked.c: the entry points that use the weights linked into the library. A program
+    that passes its own weights (run_model reads NAME_weights.bin) never references them, so
+    the static library's weights stay out of it."""
+    n, up = program.name, program.name.upper()
+    return "\n".join([
+        banner(f"the entry points of '{n}' that use its linked-in weights (see {n}.h)"),
+        f'#include "{n}.h"',
+        '#include "aotc_runtime.h"',
+        "",
+        f"/* {len(program.weights)} bytes of weights, 64-byte aligned, in {n}_weights. */",
+        f"extern const unsigned char {n}_weights[] AOTC_INTERNAL;",
+        "",
+        f"int {n}_run(const void *const *inputs, void *const *outputs, void *workspace) {{",
+        f"    return {n}_run_with_weights(inputs, outputs, workspace, {n}_weights, "
+        f"{up}_WEIGHTS_SIZE);",
+        "}",
+        "",
+        f"int {n}_create({n}_context **out_ctx, int num_threads) {{",
+        f"    return {n}_create_with_weights(out_ctx, num_threads, {n}_weights, "
+        f"{up}_WEIGHTS_SIZE);",
+        "}",
+        "",
+    ])
 
 
 def render_source(program: Program) -> str:
@@ -110,9 +144,6 @@ def render_source(program: Program) -> str:
         *(f"extern int32_t {k}(void *ctx, void **bufs, const int64_t *dims) AOTC_INTERNAL;"
           for k in kernels),
         "",
-        f"/* {len(program.weights)} bytes of weights, 64-byte aligned, in {n}_weights. */",
-        f"extern const unsigned char {n}_weights[] AOTC_INTERNAL;",
-        "",
         *in_lines,
         *out_lines,
         "",
@@ -123,11 +154,11 @@ def render_source(program: Program) -> str:
         "",
         *table_lines,
         "",
-        cpu_check.cpu_check_function(f"{n}_cpu_supported", program.triple, program.cpu_features),
+        cpu_check.cpu_check_function(f"{n}_cpu_missing", program.triple, program.cpu_features),
         "",
         f"static const aotc_model {n}_program = {{",
-        f"    &{n}_desc, {steps_expr}, {len(program.steps)}, {refs_expr}, {n}_weights,",
-        f"    {n}_cpu_supported, {program.num_threads}",
+        f"    &{n}_desc, {steps_expr}, {len(program.steps)}, {refs_expr},",
+        f"    {n.upper()}_WEIGHTS_SIZE, {n}_cpu_missing, {program.num_threads}",
         "};",
         "",
         _api(n),

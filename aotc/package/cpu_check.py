@@ -1,4 +1,4 @@
-"""The generated C function that tells whether the running CPU has the kernels' features."""
+"""The generated C function that tells which of the kernels' CPU features the running CPU lacks."""
 
 from __future__ import annotations
 
@@ -70,9 +70,10 @@ def arch_guard(triple: str) -> str:
 
 
 def cpu_check_function(fn_name: str, triple: str, features: list[str]) -> str:
-    """C source of `static int fn_name(void)`: 1 when every checkable feature is present."""
+    """C source of `static const char *fn_name(void)`: NULL when every checkable feature is
+    present, else the name of the first one missing."""
     feats = normalize(features)
-    lines = [f"static int {fn_name}(void) {{"]
+    lines = [f"static const char *{fn_name}(void) {{"]
     skipped = unchecked(triple, feats)
     if skipped:
         lines.append(f"    /* not checkable at run time: {', '.join(skipped)} */")
@@ -82,15 +83,15 @@ def cpu_check_function(fn_name: str, triple: str, features: list[str]) -> str:
         lines.append("#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))")
         lines.append("    __builtin_cpu_init();")
         for f in x86:
-            lines.append(f'    if (!__builtin_cpu_supports("{f}")) return 0;')
+            lines.append(f'    if (!__builtin_cpu_supports("{f}")) return "{f}";')
         lines.append("#endif")
     if arm:
         lines.append("#if defined(__aarch64__) && defined(__linux__)")
         for f in arm:
             key, bit = AARCH64_HWCAP[f]
-            lines.append(f"    if (!(getauxval({key}) & (1UL << {bit}))) return 0; /* {f} */")
+            lines.append(f'    if (!(getauxval({key}) & (1UL << {bit}))) return "{f}";')
         lines.append("#endif")
-    lines.append("    return 1;")
+    lines.append("    return NULL;")
     lines.append("}")
     return "\n".join(lines)
 

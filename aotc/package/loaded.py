@@ -124,7 +124,7 @@ class LoadedBundle:
             raise ValueError(f"{self.name}: expected {len(self.inputs)} inputs, got {len(inputs)}")
         ins = []
         for x, info in zip(inputs, self.inputs, strict=True):
-            x = np.ascontiguousarray(x)
+            x = np.asarray(x, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
             want = np.dtype(DTYPES[info.dtype][1])
             if x.dtype != want or x.shape != info.shape:
                 raise ValueError(

@@ -44,10 +44,27 @@ def runtime_sources() -> dict[str, bytes]:
     return {name: (runtime_dir() / name).read_bytes() for name in RUNTIME_FILES}
 
 
+# The folder the bundle's README tells CMake to build in (`cmake -S . -B build`).
+CMAKE_BUILD_DIR = "build"
+
+
+def make_products(name: str) -> list[str]:
+    """Every file the bundle's Makefile makes (what `make clean` removes)."""
+    return [f"{name}.o", f"{name}_linked.o", "aotc_runtime.o", "aotc_pool.o",
+            f"{name}_weights.o", "run_model.o", "aotc_npy.o", f"lib{name}.a", f"lib{name}.so",
+            "run_model"]
+
+
+def built_files(name: str) -> list[str]:
+    """What building a bundle adds to its folder (with make or the README's CMake command)."""
+    return [*make_products(name), CMAKE_BUILD_DIR]
+
+
 def render_makefile(program: Program, weights_format: str) -> str:
     n = program.name
     deps = f"{n}_weights.S {n}_weights.bin" if weights_format == "incbin" else f"{n}_weights.c"
-    return fill(_read("Makefile.in"), {"NAME": n, "WEIGHTS_DEPS": deps})
+    return fill(_read("Makefile.in"), {"NAME": n, "WEIGHTS_DEPS": deps,
+                                       "MAKE_PRODUCTS": " ".join(make_products(n))})
 
 
 def render_cmake(program: Program, weights_format: str) -> str:
@@ -58,18 +75,28 @@ def render_cmake(program: Program, weights_format: str) -> str:
             f'    COMPILE_OPTIONS "-Wa,-I${{CMAKE_CURRENT_SOURCE_DIR}}"\n'
             f'    OBJECT_DEPENDS "${{CMAKE_CURRENT_SOURCE_DIR}}/{n}_weights.bin")'
         )
+        run_model = ("# run_model reads the weights from the bundle's folder (not from its own)\n"
+                     "target_compile_definitions(run_model PRIVATE\n"
+                     '    RUN_MODEL_WEIGHTS_DIR="${CMAKE_CURRENT_SOURCE_DIR}")')
         languages = "C ASM"
     else:
-        props, languages = "", "C"
+        props, run_model, languages = "", "", "C"
     return fill(
         _read("CMakeLists.txt.in"),
         {"NAME": n, "LANGUAGES": languages, "WEIGHTS_PROPERTIES": props,
+         "RUN_MODEL_PROPERTIES": run_model,
          "WEIGHTS_SRC": weights_source(n, weights_format)},
     )
 
 
-def render_run_model(program: Program) -> str:
-    return fill(_read("run_model.c.in"), {"NAME": program.name, "NAME_UPPER": program.name.upper()})
+def render_run_model(program: Program, weights_format: str) -> str:
+    """run_model.c: with the weights in a .bin (incbin), it reads that file at run time and so
+    links no copy of them; with a C array it uses the linked-in weights."""
+    linked = weights_format != "incbin"
+    return fill(_read("run_model.c.in"), {
+        "NAME": program.name, "NAME_UPPER": program.name.upper(),
+        "WEIGHTS_FILE": "" if linked else f"{program.name}_weights.bin",
+        "LINKED_WEIGHTS": "1" if linked else "0"})
 
 
 def _example(program: Program) -> str:

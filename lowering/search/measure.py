@@ -54,7 +54,7 @@ def kernel_arguments(kernel: Kernel, inputs: Sequence[np.ndarray]
     arrays = []
     for i, b in enumerate(kernel.buffers):
         if i < len(inputs):
-            arrays.append(np.ascontiguousarray(inputs[i], dtype=NP_DTYPE[b.dtype]))
+            arrays.append(np.asarray(inputs[i], dtype=NP_DTYPE[b.dtype], order="C"))
         else:
             arrays.append(np.zeros(b.shape, dtype=NP_DTYPE[b.dtype]))
     return arrays, (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
