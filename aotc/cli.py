@@ -185,6 +185,8 @@ def optimize(
         table.add_row("arena", f"{_size(result.arena)} (lower bound {_size(result.arena_lower_bound)},"
                       f" no reuse {_size(result.arena_no_reuse)})")
         table.add_row("weights", _size(result.weights))
+        table.add_row("bundle folder", f"{_size(result.folder_bytes)} (make adds lib{name}.a, "
+                      "which holds the weights once more)")
         table.add_row("target", f"{result.target}")
         if tuner.budget > 0 or tuner.log is not None:
             table.add_row("tuning", tuner.summary())

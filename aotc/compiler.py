@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx_ir as ir
 
-from aotc.errors import AotcError, UnsupportedOperators
+from aotc.errors import AotcError, CompilerBug, UnsupportedOperators
 from aotc.fused import function_of, lower_fused
 from aotc.package.memory_plan import PlanBuffer, plan_memory
 from aotc.package.program import BufferRef, Program, Step, TensorInfo
@@ -123,6 +124,7 @@ class _LoweredNode:
     ctx: OpContext
     aliases: list[tuple[ir.Value, ir.Value]] = field(default_factory=list)  # (output, input)
     produced: list[tuple[ir.Value, te.Tensor]] = field(default_factory=list)
+    empty: list[ir.Value] = field(default_factory=list)  # outputs with a 0 dim: not computed
     in_values: list[ir.Value] = field(default_factory=list)
     space: ScheduleSpace | None = None
 
@@ -226,6 +228,10 @@ class _Compiler:
         """The node lowered to tensor expressions, with its kernel's schedule space when it
         computes anything (None for a Constant). Nothing is placed or built yet, so that a
         tuner can see every space before the first kernel is built (`finish`)."""
+        with _compiling(node):
+            return self._prepare(node)
+
+    def _prepare(self, node: ir.Node) -> _LoweredNode | None:
         if _is_constant(node):
             return None
         ctx, results = self.lower_node(node)
@@ -243,7 +249,10 @@ class _Compiler:
             if res.shape != shape or res.dtype != dtype:
                 raise ctx.error(f"output '{out.name}' computed as {res.dtype}{list(res.shape)}, "
                                 f"inferred as {dtype}{list(shape)}")
-            lowered.produced.append((out, res))
+            if 0 in shape:  # nothing to compute; a kernel of empty loops would only trip schedules
+                lowered.empty.append(out)
+            else:
+                lowered.produced.append((out, res))
         if lowered.produced:
             outs = [t for _, t in lowered.produced]
             used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
@@ -259,8 +268,14 @@ class _Compiler:
 
     def finish(self, lowered: _LoweredNode) -> None:
         """Place the node's outputs and build its kernel with the chosen schedule."""
+        with _compiling(lowered.node):
+            self._finish(lowered)
+
+    def _finish(self, lowered: _LoweredNode) -> None:
         for out, src in lowered.aliases:
             self.loc[out] = self.location(src)
+        for out in lowered.empty:
+            self.loc[out] = self._new_arena(out)
         if lowered.space is not None:
             self.emit_kernel(lowered, lowered.space)
 
@@ -321,6 +336,18 @@ class _Compiler:
                                               lambda t: default_schedule(t, lanes)))
         self.steps.append(_PendingStep(symbol, [self.location(v), _Loc("output", index)],
                                        f"output:{v.name}"))
+
+
+@contextmanager
+def _compiling(node: ir.Node) -> Iterator[None]:
+    """An unexpected exception names the node being compiled (a user's error passes as is)."""
+    try:
+        yield
+    except (AotcError, CompilerBug):
+        raise
+    except Exception as e:
+        raise CompilerBug(f"{type(e).__name__} while compiling node '{node.name}' "
+                          f"({node.op_type}): {e}") from e
 
 
 def _share_in_place(steps: list[_PendingStep], sizes: dict[object, int]) -> None:

@@ -32,6 +32,7 @@ class OptimizeResult:
     arena_no_reuse: int
     weights: int
     target: str
+    folder_bytes: int  # what the bundle folder holds before it is built
 
 
 def _plain_stage(_name: str, fn: Callable[[], T]) -> T:
@@ -228,4 +229,5 @@ def optimize_model(
         arena_no_reuse=program.arena_no_reuse,
         weights=len(program.weights),
         target=f"{program.triple} ({program.cpu})",
+        folder_bytes=sum(p.stat().st_size for p in output.iterdir() if p.is_file()),
     )

@@ -52,3 +52,8 @@ class UnsupportedOperators(AotcError):
             file=file,
             hint="run `aotc inspect` to see the model's operators",
         )
+
+
+class CompilerBug(RuntimeError):
+    """An unexpected exception inside the compiler, with the node it was compiling: a bug in
+    aotc (the CLI reports it as an internal error), never a user's mistake."""

@@ -232,3 +232,19 @@ def test_split_to_sequence_with_a_split_ignores_keepdims(tmp_path: Path) -> None
     x = np.arange(12, dtype=np.float32).reshape(4, 3)
     want = ReferenceEvaluator(str(path)).run(None, {"x": x})[0]
     np.testing.assert_array_equal(run_model_process(out, [x])[0], want)
+
+
+def test_a_compiler_bug_names_the_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unexpected exception (a bug, not a user error) says which node it was compiling."""
+    from aotc.driver import compile_file
+    from aotc.errors import AotcError, CompilerBug
+    from lowering.ops import OPS
+
+    def broken(ctx):
+        raise ValueError("boom")
+
+    monkeypatch.setitem(OPS, "Tanh", broken)
+    with pytest.raises(CompilerBug, match="ValueError while compiling node '/act2/Tanh' "
+                                          r"\(Tanh\): boom") as err:
+        compile_file(MLP, input_shapes=[])
+    assert not isinstance(err.value, AotcError)

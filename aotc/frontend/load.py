@@ -12,10 +12,10 @@ import onnx_ir.passes.common as common_passes
 from aotc.errors import AotcError
 from aotc.frontend import shapes
 from aotc.frontend.bind import bind_input_shapes
-from aotc.frontend.external_data import check_external_data
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
 from aotc.frontend.opset import normalise_opset
+from aotc.frontend.tensor_data import check_tensor_data
 
 # onnx.checker refuses operators deprecated at the model's opset; aotc converts those.
 _DEPRECATED = "is deprecated in domain_version"
@@ -40,7 +40,7 @@ def checked_proto(path: Path) -> onnx.ModelProto:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise AotcError(f"not a valid ONNX model: cannot parse it ({first})", file=str(path),
                         hint="check that the file is a complete .onnx model") from None
-    check_external_data(proto, path)
+    check_tensor_data(proto, path)
     try:  # (given the proto, the checker would look for external data in the current folder)
         onnx.checker.check_model(str(path), full_check=False)
     except Exception as e:  # ValidationError

@@ -16,6 +16,11 @@ _KEEP_BYTES = 1024
 _KEEP_INT_ELEMS = 4096
 _INT_TYPES = frozenset({ir.DataType.INT64, ir.DataType.INT32})
 
+# The largest tensor aotc compiles: an attribute or a dimension that makes a tensor larger is a
+# mistake (a pad of 2^31, a dim of -1 read as huge), and compiling it would only give a bundle
+# whose workspace no machine it runs on can allocate.
+MAX_TENSOR_BYTES = 1 << 32
+
 # Operators whose output shape depends on input data, not only on input shapes.
 DATA_DEPENDENT_OPS = frozenset({
     "NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan",
@@ -101,15 +106,37 @@ def is_static(value: ir.Value) -> bool:
 
 
 def check_static(model: ir.Model) -> None:
-    """Every value has a dtype and a static shape; else an AotcError naming the culprit node."""
+    """Every value has a dtype and a static shape of at most MAX_TENSOR_BYTES; else an
+    AotcError naming the culprit node."""
     for graph in irutil.all_graphs(model.graph):
         for value in graph.inputs:
             if not is_static(value):
                 raise AotcError(f"the shape of input '{value.name}' is not static ({value.shape})")
+            _check_size(value, f"input '{value.name}'")
         for node in graph:
             _check_node_outputs(node)
+            for out in node.outputs:
+                if is_static(out):
+                    _check_size(out, f"output '{out.name}'", node)
             if node.op_type == "Reshape" and node.domain == "":
                 _check_reshape(node)
+
+
+def _check_size(value: ir.Value, what: str, node: ir.Node | None = None) -> None:
+    dims = irutil.static_dims(value.shape) or ()
+    if any(d < 0 for d in dims):
+        raise AotcError(
+            f"{what} would have the shape {list(dims)}, with a negative dimension",
+            node=node.name if node else None, op=node.op_type if node else None,
+            hint="check the node's attributes (a kernel larger than its padded input?) and "
+                 "the --input-shape values")
+    nbytes = math.prod(dims) * (value.dtype.itemsize if value.dtype is not None else 1)
+    if nbytes > MAX_TENSOR_BYTES:
+        raise AotcError(
+            f"{what} would be {value.dtype}{list(dims)}: {nbytes / 2**30:.3g} GiB, more than "
+            f"the {MAX_TENSOR_BYTES >> 30} GiB aotc compiles in one tensor",
+            node=node.name if node else None, op=node.op_type if node else None,
+            hint="check the node's attributes and the --input-shape values")
 
 
 def _check_reshape(node: ir.Node) -> None:

@@ -1,0 +1,138 @@
+"""A fuzzing worker: runs cases as a user would, one after another, in one process.
+
+Reads one JSON job per line on stdin and answers with JSON lines on stdout: a `{"phase": ...}`
+line as each phase starts (so that the campaign can tell a hang or a crash in that phase), then
+`{"result": ...}`. Phases:
+- compile: `aotc optimize MODEL -o BUNDLE` through the CLI, in this process (imports paid once);
+- build: `make` in the bundle;
+- run: the bundle's run_model on random inputs (with --threads 1 or 2);
+- compare: onnxruntime on the same inputs, when it accepts the model (a wrong result is
+  reported, not counted as a failure of aotc's error handling).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+# Bundles whose inputs, outputs and workspace exceed this are compiled but not run here: the
+# runner's own memory, not aotc, would be the limit.
+RUN_BYTES_LIMIT = 1 << 28
+MEMORY_LIMIT = 8 << 30
+
+
+# The protocol's channel: the original stdout. Standard output itself goes to stderr, so that
+# nothing a library prints can be taken for a message.
+_CHANNEL = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+
+
+def _say(obj: dict) -> None:
+    _CHANNEL.write(json.dumps(obj) + "\n")
+    _CHANNEL.flush()
+
+
+def compile_case(model: Path, bundle: Path, args: list[str]) -> dict:
+    from aotc.cli import app
+
+    out, err = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    code: object = 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            app(["optimize", str(model), "-o", str(bundle), *args], prog_name="aotc")
+        except SystemExit as e:
+            code = e.code
+        except BaseException:  # the CLI lets nothing else out: this is a bug of its own
+            traceback.print_exc()
+            code = "escaped"
+    return {"exit": code if isinstance(code, int) else str(code), "stdout": out.getvalue(),
+            "stderr": err.getvalue(), "seconds": time.perf_counter() - start}
+
+
+def _too_big(manifest: dict) -> bool:
+    sizes = [t["bytes"] for t in (*manifest["inputs"], *manifest["outputs"])]
+    return sum(sizes) + manifest["arena_size"] > RUN_BYTES_LIMIT
+
+
+def build_and_run(model: Path, bundle: Path, threads: int, seed: int) -> dict:
+    import onnx
+
+    from aotc.package.build import BuildError, RunModelError, build_bundle, run_model_process
+    from aotc.package.output_folder import read_manifest
+    from aotc.verify import random_inputs
+
+    manifest = read_manifest(bundle)
+    if manifest is None:
+        return {"build": "no manifest"}
+    if _too_big(manifest):
+        return {"build": "skipped", "run": "too big to run here"}
+    _say({"phase": "build"})
+    try:
+        build_bundle(bundle)
+    except BuildError as e:
+        return {"build": "failed", "detail": str(e)[-2000:]}
+    proto = onnx.load(str(model), load_external_data=False)
+    arrays = random_inputs(manifest["inputs"], proto, np.random.default_rng(seed))
+    _say({"phase": "run"})
+    try:
+        got = run_model_process(bundle, arrays, threads=threads)
+    except RunModelError as e:
+        return {"build": "ok", "run": "failed", "status": e.returncode,
+                "detail": e.output[-2000:]}
+    result: dict = {"build": "ok", "run": "ok"}
+    _say({"phase": "compare"})
+    result.update(compare(model, manifest, arrays, got))
+    return result
+
+
+def compare(model: Path, manifest: dict, arrays: list[np.ndarray], got: list[np.ndarray]) -> dict:
+    import onnxruntime as ort
+
+    from aotc.verify import compare as compare_arrays
+
+    try:
+        sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+        want = sess.run(None, dict(zip(names, arrays, strict=True)))
+    except Exception as e:  # onnxruntime refuses the model or the inputs
+        return {"compare": "onnxruntime refused", "detail": str(e)[:300]}
+    for spec, g, w in zip(manifest["outputs"], got, want, strict=True):
+        err, scale, ok = compare_arrays(g, np.asarray(w), 1e-3)
+        if not ok:
+            return {"compare": "mismatch", "detail": f"{spec['name']}: error {err:.3g} "
+                                                      f"(scale {scale:.3g})"}
+    return {"compare": "match"}
+
+
+def run_job(job: dict) -> dict:
+    model, bundle = Path(job["model"]), Path(job["bundle"])
+    _say({"phase": "compile"})
+    result = compile_case(model, bundle, job.get("args", []))
+    if result["exit"] == 0:
+        result.update(build_and_run(model, bundle, job.get("threads", 1), job["seed"]))
+    return result
+
+
+def main() -> None:
+    limit = int(os.environ.get("AOTC_FUZZ_MEMORY", MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    for line in sys.stdin:
+        job = json.loads(line)
+        _say({"result": run_job(job)})
+
+
+if __name__ == "__main__":
+    main()
