@@ -187,6 +187,15 @@ def test_scalar_input_compiles_and_verifies(tmp_path: Path) -> None:
     assert aotc("optimize", path, "-o", out).returncode == 0
     proc = aotc("verify", path, out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    import numpy as np
+
+    from aotc.package.build import LoadedBundle, build_bundle
+
+    build_bundle(out, target="shared")
+    with LoadedBundle(out) as b:  # a 0-d array stays 0-d
+        b.create(1)
+        (got,) = b.run([np.array(2.0, np.float32), np.arange(3, dtype=np.float32)])
+    np.testing.assert_array_equal(got, [0.0, 2.0, 4.0])
 
 
 def test_inspect_shows_symbolic_dimensions(tmp_path: Path) -> None:

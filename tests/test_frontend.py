@@ -586,3 +586,19 @@ def test_new_initializer_names_are_fresh():
     second = new_initializer(graph, np.ones(3, np.float32), "w")
     assert (first.name, second.name) == ("w", "w_2")
     assert graph.initializers["w"].const_value.numpy().shape == (2,)
+
+
+def test_new_initializer_keeps_a_scalar_scalar():
+    from aotc.frontend.irutil import new_initializer
+
+    graph = ir.Graph([], [], nodes=[])
+    value = new_initializer(graph, np.array(3.0, np.float32), "s")
+    assert value.shape == ir.Shape([]) and value.const_value.numpy().shape == ()
+
+
+def test_undefined_element_type_names_the_value(tmp_path):
+    """onnx.checker lets an element type of 99 through; aotc names the value."""
+    proto = make_model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])])
+    proto.graph.output[0].type.tensor_type.elem_type = 99
+    with pytest.raises(AotcError, match="value 'y' has element type 99"):
+        load_model(save(proto, tmp_path))

@@ -33,7 +33,7 @@ from mutations import KINDS, Case, mutate, with_value_info  # noqa: E402
 
 SAMPLES = ("mlp", "resnet_tiny", "mobilenet_tiny", "transformer_tiny", "unet_tiny")
 # Seconds a phase may take before the case counts as a hang.
-TIME_LIMITS = {"compile": 120.0, "build": 180.0, "run": 60.0, "compare": 60.0}
+TIME_LIMITS = {"inspect": 60.0, "compile": 120.0, "build": 180.0, "run": 60.0, "compare": 60.0}
 # A worker is replaced after this many cases (memory that grows in one process stays bounded).
 CASES_PER_WORKER = 40
 
@@ -108,8 +108,17 @@ def write_case(case: Case, folder: Path) -> Path:
     return path
 
 
+def _cli_failed(result: dict) -> bool:
+    text = result.get("stderr", "") + result.get("stdout", "")
+    return "Traceback" in text or "internal error" in text or result.get("exit") not in (0, 2)
+
+
 def classify(result: dict) -> tuple[str, str]:
     """(outcome, message) of a finished case."""
+    inspected = result.get("inspect", {})
+    if _cli_failed(inspected):
+        return "internal error", "inspect: " + _short(inspected.get("stderr", "") +
+                                                      inspected.get("stdout", ""))
     text = result.get("stderr", "") + result.get("stdout", "")
     first = next((line for line in result.get("stderr", "").splitlines() if line.strip()), "")
     code = result.get("exit")

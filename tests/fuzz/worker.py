@@ -3,7 +3,8 @@
 Reads one JSON job per line on stdin and answers with JSON lines on stdout: a `{"phase": ...}`
 line as each phase starts (so that the campaign can tell a hang or a crash in that phase), then
 `{"result": ...}`. Phases:
-- compile: `aotc optimize MODEL -o BUNDLE` through the CLI, in this process (imports paid once);
+- inspect: `aotc inspect MODEL` through the CLI, in this process (imports paid once);
+- compile: `aotc optimize MODEL -o BUNDLE` likewise;
 - build: `make` in the bundle;
 - run: the bundle's run_model on random inputs (with --threads 1 or 2);
 - compare: onnxruntime on the same inputs, when it accepts the model (a wrong result is
@@ -44,7 +45,8 @@ def _say(obj: dict) -> None:
     _CHANNEL.flush()
 
 
-def compile_case(model: Path, bundle: Path, args: list[str]) -> dict:
+def cli(args: list[str]) -> dict:
+    """`aotc ARGS` in this process: exit status, what it printed, seconds."""
     from aotc.cli import app
 
     out, err = io.StringIO(), io.StringIO()
@@ -52,7 +54,7 @@ def compile_case(model: Path, bundle: Path, args: list[str]) -> dict:
     code: object = 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            app(["optimize", str(model), "-o", str(bundle), *args], prog_name="aotc")
+            app(args, prog_name="aotc")
         except SystemExit as e:
             code = e.code
         except BaseException:  # the CLI lets nothing else out: this is a bug of its own
@@ -119,8 +121,11 @@ def compare(model: Path, manifest: dict, arrays: list[np.ndarray], got: list[np.
 
 def run_job(job: dict) -> dict:
     model, bundle = Path(job["model"]), Path(job["bundle"])
+    _say({"phase": "inspect"})
+    inspected = cli(["inspect", str(model)])
     _say({"phase": "compile"})
-    result = compile_case(model, bundle, job.get("args", []))
+    result = cli(["optimize", str(model), "-o", str(bundle), *job.get("args", [])])
+    result["inspect"] = inspected
     if result["exit"] == 0:
         result.update(build_and_run(model, bundle, job.get("threads", 1), job["seed"]))
     return result
