@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import random
 import selectors
 import shutil
@@ -30,10 +31,16 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 from mutations import KINDS, Case, mutate, with_value_info  # noqa: E402
+from worker import VALGRIND_ERROR  # noqa: E402
 
 SAMPLES = ("mlp", "resnet_tiny", "mobilenet_tiny", "transformer_tiny", "unet_tiny")
 # Seconds a phase may take before the case counts as a hang.
 TIME_LIMITS = {"inspect": 60.0, "compile": 120.0, "build": 180.0, "run": 60.0, "compare": 60.0}
+# A quarter of the cases are compiled for cpu-avx2 and run under valgrind's memcheck, where
+# valgrind and AVX2 are there.
+VALGRIND = shutil.which("valgrind") is not None and platform.machine() in ("x86_64", "AMD64") \
+    and "avx2" in Path("/proc/cpuinfo").read_text()
+
 # A worker is replaced after this many cases (memory that grows in one process stays bounded).
 CASES_PER_WORKER = 40
 
@@ -53,6 +60,7 @@ class Outcome:
     message: str = ""
     compare: str = ""  # onnxruntime's verdict on a case that ran: match, mismatch, refused
     seconds: float = 0.0
+    memcheck: bool = False  # ran under valgrind's memcheck
 
 
 @dataclass
@@ -133,7 +141,8 @@ def classify(result: dict) -> tuple[str, str]:
         return "build failed", _short(result.get("detail", result.get("build", "")))
     if result.get("run") != "ok":
         status = result.get("status", 0)
-        return ("run crashed" if status < 0 else "run failed"), _short(result.get("detail", ""))
+        outcome = "run crashed" if status < 0 or status == VALGRIND_ERROR else "run failed"
+        return outcome, _short(result.get("detail", ""))
     return "ran", ""
 
 
@@ -158,7 +167,7 @@ class _Worker:
     def send(self, index: int, name: str, case: Case, folder: Path, seed: int) -> None:
         path = write_case(case, folder)
         job = {"model": str(path), "bundle": str(folder / "bundle"), "seed": seed,
-               "threads": 1 + index % 2}
+               "threads": 1 + index % 2, "valgrind": VALGRIND and index % 4 == 3}
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(job) + "\n").encode())
         self.proc.stdin.flush()
@@ -204,7 +213,8 @@ def run_campaign(cases: range, seed: int = 0, jobs: int = 2, corpus: Corpus | No
         assert w.job is not None
         index, name, case, folder = w.job
         o = Outcome(index, case.kind, name, case.detail, outcome, message,
-                    (result or {}).get("compare", ""), time.monotonic() - w.started)
+                    (result or {}).get("compare", ""), time.monotonic() - w.started,
+                    (result or {}).get("memcheck", False))
         if o.compare == "mismatch":
             o.message = result.get("detail", "") if result else ""
         outcomes[index] = o

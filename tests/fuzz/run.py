@@ -79,6 +79,9 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
         total = sum(c[col] for col in COLUMNS)
         lines.append(f"| {kind} | {total} | " + " | ".join(str(c[col]) for col in COLUMNS)
                      + f" | {c['onnxruntime match']} | {c['onnxruntime mismatch']} |")
+    memchecked = sum(o.memcheck for o in outcomes)
+    lines += ["", f"{memchecked} of the cases that ran were compiled for cpu-avx2 and run under "
+              "valgrind's memcheck (an error there is a *run crashed*)."]
     lines += ["", f"## Failures ({len(failures)})", ""]
     lines += [f"- case {o.case} ({o.kind}, {o.model}: {o.detail}): **{o.outcome}** {o.message}"
               for o in failures[:100]] or ["None."]

@@ -6,7 +6,9 @@ line as each phase starts (so that the campaign can tell a hang or a crash in th
 - inspect: `aotc inspect MODEL` through the CLI, in this process (imports paid once);
 - compile: `aotc optimize MODEL -o BUNDLE` likewise;
 - build: `make` in the bundle;
-- run: the bundle's run_model on random inputs (with --threads 1 or 2);
+- run: the bundle's run_model on random inputs (with --threads 1 or 2); a job with "valgrind"
+  is compiled for cpu-avx2 and run under valgrind's memcheck, which reports what the kernels
+  read or write outside the buffers they are given (valgrind does not run AVX-512);
 - compare: onnxruntime on the same inputs, when it accepts the model (a wrong result is
   reported, not counted as a failure of aotc's error handling).
 """
@@ -32,12 +34,10 @@ sys.path.insert(0, str(ROOT))
 # runner's own memory, not aotc, would be the limit.
 RUN_BYTES_LIMIT = 1 << 28
 MEMORY_LIMIT = 8 << 30
+VALGRIND_ERROR = 99  # run_model's exit status when memcheck found an error
 
 
-# The protocol's channel: the original stdout. Standard output itself goes to stderr, so that
-# nothing a library prints can be taken for a message.
-_CHANNEL = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)
+_CHANNEL = sys.stdout  # the protocol's channel (main() moves it off file descriptor 1)
 
 
 def _say(obj: dict) -> None:
@@ -69,7 +69,7 @@ def _too_big(manifest: dict) -> bool:
     return sum(sizes) + manifest["arena_size"] > RUN_BYTES_LIMIT
 
 
-def build_and_run(model: Path, bundle: Path, threads: int, seed: int) -> dict:
+def build_and_run(model: Path, bundle: Path, threads: int, seed: int, valgrind: bool) -> dict:
     import onnx
 
     from aotc.package.build import BuildError, RunModelError, build_bundle, run_model_process
@@ -89,12 +89,13 @@ def build_and_run(model: Path, bundle: Path, threads: int, seed: int) -> dict:
     proto = onnx.load(str(model), load_external_data=False)
     arrays = random_inputs(manifest["inputs"], proto, np.random.default_rng(seed))
     _say({"phase": "run"})
+    runner = ["valgrind", "-q", f"--error-exitcode={VALGRIND_ERROR}"] if valgrind else None
     try:
-        got = run_model_process(bundle, arrays, threads=threads)
+        got = run_model_process(bundle, arrays, threads=threads, runner=runner)
     except RunModelError as e:
         return {"build": "ok", "run": "failed", "status": e.returncode,
                 "detail": e.output[-2000:]}
-    result: dict = {"build": "ok", "run": "ok"}
+    result: dict = {"build": "ok", "run": "ok", "memcheck": valgrind}
     _say({"phase": "compare"})
     result.update(compare(model, manifest, arrays, got))
     return result
@@ -124,14 +125,22 @@ def run_job(job: dict) -> dict:
     _say({"phase": "inspect"})
     inspected = cli(["inspect", str(model)])
     _say({"phase": "compile"})
-    result = cli(["optimize", str(model), "-o", str(bundle), *job.get("args", [])])
+    valgrind = bool(job.get("valgrind"))
+    target = ["--target", "cpu-avx2"] if valgrind else []
+    result = cli(["optimize", str(model), "-o", str(bundle), *target])
     result["inspect"] = inspected
     if result["exit"] == 0:
-        result.update(build_and_run(model, bundle, job.get("threads", 1), job["seed"]))
+        result.update(build_and_run(model, bundle, job.get("threads", 1), job["seed"],
+                                    valgrind))
     return result
 
 
 def main() -> None:
+    global _CHANNEL
+    # The protocol keeps the original stdout; file descriptor 1 goes to stderr, so that nothing
+    # a library prints can be taken for a message.
+    _CHANNEL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     limit = int(os.environ.get("AOTC_FUZZ_MEMORY", MEMORY_LIMIT))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     for line in sys.stdin:
