@@ -148,3 +148,34 @@ def test_emit_onnx_writes_large_weights_beside_the_model(tmp_path: Path, monkeyp
     want = _ort(model, x)
     (src / "ext.onnx.data").unlink()
     np.testing.assert_allclose(_ort(out / "big.onnx", x), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.torch
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning")
+def test_pytorch_default_export_with_external_weights(tmp_path: Path) -> None:
+    """torch.onnx.export's default exporter keeps the weights in model.onnx.data: the C bundle
+    verifies, and --emit onnx gives a model that runs from another folder in onnxruntime."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(),
+                              torch.nn.Linear(128, 10)).eval()
+    src = tmp_path / "export"
+    src.mkdir()
+    batch = torch.export.Dim("batch")
+    torch.onnx.export(net, (torch.randn(2, 64),), str(src / "net.onnx"),
+                      dynamic_shapes=({0: batch},), external_data=True)
+    assert (src / "net.onnx.data").is_file()
+    name = onnx.load(str(src / "net.onnx"), load_external_data=False).graph.input[0].name
+    shape = f"{name}=3,64"
+    proc = aotc("optimize", src / "net.onnx", "-o", tmp_path / "c", "--input-shape", shape)
+    assert proc.returncode == 0, proc.stderr
+    proc = aotc("verify", src / "net.onnx", tmp_path / "c", "--input-shape", shape)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = aotc("optimize", src / "net.onnx", "-o", tmp_path / "o", "--emit", "onnx",
+                "--input-shape", shape)
+    assert proc.returncode == 0, proc.stderr
+    x = np.random.default_rng(2).standard_normal((3, 64)).astype(np.float32)
+    want = _ort(src / "net.onnx", x)
+    shutil.rmtree(src)
+    np.testing.assert_allclose(_ort(tmp_path / "o" / "model.onnx", x), want, rtol=1e-5,
+                               atol=1e-5)
