@@ -54,18 +54,28 @@ def random_inputs(specs: list[dict], model: onnx.ModelProto, rng: np.random.Gene
     return arrays
 
 
+def ort_session(model: onnx.ModelProto | Path) -> object:
+    """An onnxruntime session on the CPU without onnxruntime's graph rewrites: the reference
+    is the model as written (onnxruntime 1.32's fused LayerNormalization, for one, ignores
+    axis != -1)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if isinstance(model, onnx.ModelProto):
+        if model.ir_version > 10:
+            model = onnx.ModelProto.FromString(model.SerializeToString())
+            model.ir_version = 10
+        model = model.SerializeToString()  # type: ignore[assignment]
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+                                providers=["CPUExecutionProvider"])
+
+
 def ort_run(model: onnx.ModelProto, names: list[str], arrays: list[np.ndarray],
             file: str | None = None) -> list[np.ndarray]:
     """The model's outputs from onnxruntime; an error of onnxruntime's is an AotcError."""
-    import onnxruntime as ort
-
-    if model.ir_version > 10:
-        model = onnx.ModelProto.FromString(model.SerializeToString())
-        model.ir_version = 10
     try:
-        sess = ort.InferenceSession(model.SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
-        return sess.run(None, dict(zip(names, arrays, strict=True)))
+        return ort_session(model).run(None, dict(zip(names, arrays, strict=True)))  # type: ignore[attr-defined]
     except Exception as e:  # onnxruntime's Fail, InvalidArgument, ...
         raise AotcError(f"onnxruntime cannot run the model: {str(e).strip()}", file=file,
                         hint="aotc verify compares with onnxruntime, which must accept the "

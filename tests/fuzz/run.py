@@ -69,16 +69,20 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
         "",
         "Every case must end in *refused* (exit 2, one message) or *ran*; the other columns are "
         "failures. *too big to run* compiled, but its tensors exceed what the campaign runs "
-        "(256 MiB). The onnxruntime columns compare outputs where onnxruntime ran the model.",
+        "(256 MiB). The onnxruntime columns compare outputs where onnxruntime (without its graph "
+        "rewrites, as `aotc verify`) ran the model: *overflow* differs only where one side "
+        "overflowed (inf, or NaN from inf - inf) and the other holds a finite value beyond 1e30 "
+        "(mutated weights near the float range, combined in another order).",
         "",
-        "| kind | cases | " + " | ".join(COLUMNS) + " | onnxruntime match | mismatch |",
-        "|---" * (len(COLUMNS) + 4) + "|",
+        "| kind | cases | " + " | ".join(COLUMNS) + " | onnxruntime match | overflow | mismatch |",
+        "|---" * (len(COLUMNS) + 5) + "|",
     ]
     for kind in (*KINDS, "all"):
         c = table.get(kind, Counter())
         total = sum(c[col] for col in COLUMNS)
         lines.append(f"| {kind} | {total} | " + " | ".join(str(c[col]) for col in COLUMNS)
-                     + f" | {c['onnxruntime match']} | {c['onnxruntime mismatch']} |")
+                     + f" | {c['onnxruntime match']} | {c['onnxruntime overflow']} | "
+                       f"{c['onnxruntime mismatch']} |")
     memchecked = sum(o.memcheck for o in outcomes)
     lines += ["", f"{memchecked} of the cases that ran were compiled for cpu-avx2 and run under "
               "valgrind's memcheck (an error there is a *run crashed*)."]
