@@ -602,3 +602,13 @@ def test_undefined_element_type_names_the_value(tmp_path):
     proto.graph.output[0].type.tensor_type.elem_type = 99
     with pytest.raises(AotcError, match="value 'y' has element type 99"):
         load_model(save(proto, tmp_path))
+
+
+def test_a_name_that_is_not_text_is_named(tmp_path):
+    """protobuf keeps a name that is not UTF-8 as bytes; onnx_ir then failed without a name."""
+    proto = make_model([helper.make_node("Relu", ["x"], ["y"], name="relu_node")],
+                       [vi("x", [2])], [vi("y", [2])])
+    path = tmp_path / "bad.onnx"
+    path.write_bytes(proto.SerializeToString().replace(b"relu_node", b"relu_nod\xff"))
+    with pytest.raises(AotcError, match="Node's name 'relu_nod.' is not UTF-8 text"):
+        load_model(str(path))

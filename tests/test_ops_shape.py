@@ -69,6 +69,31 @@ def test_unsqueeze(axes):
     run_node("Unsqueeze", [rand(3, 4), i64(*axes)], consts={1})
 
 
+@pytest.mark.parametrize("op, x, given, declared", [
+    ("Reshape", (2, 3, 4), (6, 4), (6, 4)),
+    ("Unsqueeze", (1, 3, 1, 5), (-2,), (1, 3, 1, 1, 5)),
+    ("Squeeze", (1, 3, 1, 5), (0,), (3, 1, 5)),
+])
+def test_view_with_a_runtime_shape_is_refused(tmp_path, op, x, given, declared):
+    """The shape (axes) input decides the output's shape: given at run time, it could ask for
+    another shape than the declared one the compiler would otherwise take on trust."""
+    from onnx import TensorProto, helper
+
+    from aotc.driver import compile_file
+    from aotc.errors import AotcError
+
+    vi = helper.make_tensor_value_info
+    g = helper.make_graph([helper.make_node(op, ["x", "s"], ["y"], name="view")], "g",
+                          [vi("x", TensorProto.FLOAT, x), vi("s", TensorProto.INT64, [len(given)])],
+                          [vi("y", TensorProto.FLOAT, declared)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+    path = tmp_path / "view.onnx"
+    path.write_bytes(model.SerializeToString())
+    with pytest.raises(AotcError, match="must be a constant") as err:
+        compile_file(path, input_shapes=[])
+    assert err.value.node == "view"
+
+
 def test_reshape_of_constant():
     """A view of an initializer that is a graph output is copied out of the weights."""
     run_node("Reshape", [rand(4, 6), i64(3, 8)], consts={0, 1})

@@ -12,10 +12,11 @@ import onnx_ir.passes.common as common_passes
 from aotc.errors import AotcError
 from aotc.frontend import shapes
 from aotc.frontend.bind import bind_input_shapes
+from aotc.frontend.declarations import check_element_types, check_text
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
 from aotc.frontend.opset import normalise_opset
-from aotc.frontend.tensor_data import check_tensor_data, model_tensors
+from aotc.frontend.tensor_data import check_tensor_data
 
 # onnx.checker refuses operators deprecated at the model's opset; aotc converts those.
 _DEPRECATED = "is deprecated in domain_version"
@@ -40,8 +41,9 @@ def checked_proto(path: Path) -> onnx.ModelProto:
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise AotcError(f"not a valid ONNX model: cannot parse it ({first})", file=str(path),
                         hint="check that the file is a complete .onnx model") from None
+    check_text(proto, path)
     check_tensor_data(proto, path)
-    _check_element_types(proto, path)
+    check_element_types(proto, path)
     try:  # (given the proto, the checker would look for external data in the current folder)
         onnx.checker.check_model(str(path), full_check=False)
     except Exception as e:  # ValidationError
@@ -50,34 +52,6 @@ def checked_proto(path: Path) -> onnx.ModelProto:
             raise AotcError(f"not a valid ONNX model: {first}", file=str(path),
                             hint="check that the file is a complete .onnx model") from None
     return proto
-
-
-def _graph_value_infos(graph: onnx.GraphProto):
-    yield from (*graph.input, *graph.output, *graph.value_info)
-    for node in graph.node:
-        for attr in node.attribute:
-            for g in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
-                yield from _graph_value_infos(g)
-
-
-def _check_element_types(proto: onnx.ModelProto, path: Path) -> None:
-    """Every declared element type is one ONNX defines (the checker lets 99 through; the IR
-    then fails without naming the value)."""
-    known = set(onnx.TensorProto.DataType.values())
-    for vi in _graph_value_infos(proto.graph):
-        t = vi.type
-        while t.WhichOneof("value") in ("sequence_type", "optional_type"):
-            t = t.sequence_type.elem_type if t.HasField("sequence_type") else \
-                t.optional_type.elem_type
-        if t.HasField("tensor_type") and t.tensor_type.elem_type not in known:
-            raise AotcError(f"value '{vi.name}' has element type {t.tensor_type.elem_type}, "
-                            "which ONNX does not define", file=str(path),
-                            hint="the model file is damaged or was written wrongly")
-    for tensor in model_tensors(proto):
-        if tensor.data_type not in known:
-            raise AotcError(f"tensor '{tensor.name}' has element type {tensor.data_type}, "
-                            "which ONNX does not define", file=str(path),
-                            hint="the model file is damaged or was written wrongly")
 
 
 def _read(path: Path) -> ir.Model:

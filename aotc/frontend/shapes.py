@@ -130,7 +130,9 @@ def _check_size(value: ir.Value, what: str, node: ir.Node | None = None) -> None
             node=node.name if node else None, op=node.op_type if node else None,
             hint="check the node's attributes (a kernel larger than its padded input?) and "
                  "the --input-shape values")
-    nbytes = math.prod(dims) * (value.dtype.itemsize if value.dtype is not None else 1)
+    if value.dtype in (None, ir.DataType.STRING, ir.DataType.UNDEFINED):
+        return  # (no fixed size; strings are refused later, by the operators that meet them)
+    nbytes = math.prod(dims) * value.dtype.itemsize
     if nbytes > MAX_TENSOR_BYTES:
         raise AotcError(
             f"{what} would be {value.dtype}{list(dims)}: {nbytes / 2**30:.3g} GiB, more than "

@@ -215,7 +215,7 @@ def run_campaign(cases: range, seed: int = 0, jobs: int = 2, corpus: Corpus | No
         o = Outcome(index, case.kind, name, case.detail, outcome, message,
                     (result or {}).get("compare", ""), time.monotonic() - w.started,
                     (result or {}).get("memcheck", False))
-        if o.compare == "mismatch":
+        if o.compare in ("mismatch", "onnxruntime off"):
             o.message = result.get("detail", "") if result else ""
         outcomes[index] = o
         if keep is not None and (outcome in FAILURES or o.compare == "mismatch"):

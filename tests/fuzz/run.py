@@ -57,6 +57,7 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
     table = summary(outcomes)
     failures = [o for o in outcomes if o.outcome in FAILURES]
     mismatches = [o for o in outcomes if o.compare == "mismatch"]
+    ort_off = [o for o in outcomes if o.compare == "onnxruntime off"]
     lines = [
         "# Fuzzing campaign",
         "",
@@ -72,17 +73,19 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
         "(256 MiB). The onnxruntime columns compare outputs where onnxruntime (without its graph "
         "rewrites, as `aotc verify`) ran the model: *overflow* differs only where one side "
         "overflowed (inf, or NaN from inf - inf) and the other holds a finite value beyond 1e30 "
-        "(mutated weights near the float range, combined in another order).",
+        "(mutated weights near the float range, combined in another order); *onnxruntime off*: "
+        "aotc gives what onnx's reference evaluator gives and onnxruntime does not.",
         "",
-        "| kind | cases | " + " | ".join(COLUMNS) + " | onnxruntime match | overflow | mismatch |",
-        "|---" * (len(COLUMNS) + 5) + "|",
+        "| kind | cases | " + " | ".join(COLUMNS) + " | onnxruntime match | overflow | "
+        "onnxruntime off | mismatch |",
+        "|---" * (len(COLUMNS) + 6) + "|",
     ]
     for kind in (*KINDS, "all"):
         c = table.get(kind, Counter())
         total = sum(c[col] for col in COLUMNS)
         lines.append(f"| {kind} | {total} | " + " | ".join(str(c[col]) for col in COLUMNS)
                      + f" | {c['onnxruntime match']} | {c['onnxruntime overflow']} | "
-                       f"{c['onnxruntime mismatch']} |")
+                       f"{c['onnxruntime onnxruntime off']} | {c['onnxruntime mismatch']} |")
     memchecked = sum(o.memcheck for o in outcomes)
     lines += ["", f"{memchecked} of the cases that ran were compiled for cpu-avx2 and run under "
               "valgrind's memcheck (an error there is a *run crashed*)."]
@@ -92,6 +95,10 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
     lines += ["", f"## Wrong results against onnxruntime ({len(mismatches)})", ""]
     lines += [f"- case {o.case} ({o.kind}, {o.model}: {o.detail}): {o.message}"
               for o in mismatches[:100]] or ["None."]
+    lines += ["", f"## Where onnxruntime, not aotc, differs from onnx's reference ({len(ort_off)})",
+              ""]
+    lines += [f"- case {o.case} ({o.kind}, {o.model}: {o.detail}): {o.message}"
+              for o in ort_off[:50]] or ["None."]
     refusals = Counter(_gist(o.message) for o in outcomes if o.outcome == "refused")
     lines += ["", "## Most common refusals", ""]
     lines += [f"- {n} x {msg}" for msg, n in refusals.most_common(15)]
