@@ -612,3 +612,22 @@ def test_a_name_that_is_not_text_is_named(tmp_path):
     path.write_bytes(proto.SerializeToString().replace(b"relu_node", b"relu_nod\xff"))
     with pytest.raises(AotcError, match="Node's name 'relu_nod.' is not UTF-8 text"):
         load_model(str(path))
+
+
+def test_absurd_declared_sizes_are_refused_before_inference(tmp_path):
+    """A declared tensor over 4 GiB, a Slice given 2^31 axes, or an --input-shape that binds
+    one, are user errors found before onnx's shape inference (which ran for minutes)."""
+    nodes = [helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"],
+                              name="cut")]
+    inputs = [vi("x", [4, 4]), *(vi(n, [2**31], TensorProto.INT64)
+                                 for n in ("starts", "ends", "axes", "steps"))]
+    proto = make_model(nodes, inputs, [vi("y", None)])
+    with pytest.raises(AotcError, match="'starts' is declared .2147483648.: 16 GiB"):
+        load_model(save(proto, tmp_path))
+    inputs[1:] = [vi(n, [1000], TensorProto.INT64) for n in ("starts", "ends", "axes", "steps")]
+    proto = make_model(nodes, inputs, [vi("y", None)])
+    with pytest.raises(AotcError, match="holds a value per axis") as err:
+        load_model(save(proto, tmp_path))
+    assert err.value.node == "cut"
+    with pytest.raises(AotcError, match="--input-shape x would be .*GiB"):
+        load_model(save(_dynamic_model(), tmp_path), {"x": (2**15, 2**15, 3)})

@@ -6,6 +6,7 @@ import onnx_ir as ir
 
 from aotc.errors import AotcError
 from aotc.frontend import irutil
+from aotc.frontend.shapes import check_size
 
 _HINT = "pass --input-shape name=d0,d1,... (one per input with a symbolic dimension)"
 
@@ -124,6 +125,7 @@ def bind_input_shapes(model: ir.Model, shapes: dict[str, tuple[int, ...]]) -> No
         if any(d <= 0 for d in dims):
             raise AotcError(f"--input-shape {name}: dimensions must be positive, got {dims}")
         _bind_one(inputs[name], tuple(dims), symbols)
+        check_size(inputs[name], f"--input-shape {name}")
     # Inputs not named on the command line still get dimensions that share a bound symbol.
     _substitute(model, symbols)
     left = unbound_dims(model)

@@ -1,12 +1,15 @@
 """What a model file declares, checked before any library reads it: element types that ONNX
-defines and names that are text.
+defines, names that are text, and sizes that fit.
 
 onnx.checker lets an element type of 99 through and protobuf keeps a name that is not UTF-8 as
-bytes; onnx_ir then fails deep inside with no name of the value. Here the value is named.
+bytes; onnx_ir then fails deep inside with no name of the value. A declared input of 2^31
+elements, or a Slice given 2^31 axes to slice, kept onnx's shape inference busy for minutes.
+Here each is named, before any inference runs.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from aotc.errors import AotcError
+from aotc.frontend.shapes import MAX_TENSOR_BYTES
 from aotc.frontend.tensor_data import model_tensors
 
 _DAMAGED = "the model file is damaged or was written wrongly"
@@ -71,3 +75,56 @@ def check_text(proto: onnx.ModelProto, path: Path) -> None:
                 raise AotcError(f"the {type(msg).__name__.removesuffix('Proto')}'s "
                                 f"{field.name} '{shown}' is not UTF-8 text", file=str(path),
                                 hint=_DAMAGED)
+
+
+# Inputs that hold one value per axis (or two, for pads): a shape, axes, starts, repeats...
+_PER_AXIS_INPUTS = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3),
+    "Resize": (1, 2, 3), "Upsample": (1,), "ConstantOfShape": (0,), "Squeeze": (1,),
+    "Unsqueeze": (1,), "Split": (1,), "CenterCropPad": (1, 2), "ReduceSum": (1,),
+    "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,), "ReduceProd": (1,),
+    "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,),
+}
+# More values than any tensor has axes (two per axis, for pads) is a damaged declaration.
+_MAX_PER_AXIS_VALUES = 2 * 64
+
+
+def _declared_dims(vi: onnx.ValueInfoProto) -> list[int] | None:
+    t = vi.type.tensor_type
+    if not vi.type.HasField("tensor_type") or not t.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    return None if None in dims else dims  # type: ignore[return-value]
+
+
+def _itemsize(elem_type: int) -> int:
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize
+    except (KeyError, ValueError, TypeError):
+        return 1
+
+
+def check_declared_sizes(proto: onnx.ModelProto, path: Path) -> None:
+    """Declared inputs, outputs and intermediate values fit in MAX_TENSOR_BYTES, and an input
+    that holds a value per axis holds at most _MAX_PER_AXIS_VALUES."""
+    declared: dict[str, list[int]] = {}
+    for vi in _graph_value_infos(proto.graph):
+        dims = _declared_dims(vi)
+        if dims is None:
+            continue
+        declared[vi.name] = dims
+        nbytes = math.prod(dims) * _itemsize(vi.type.tensor_type.elem_type)
+        if nbytes > MAX_TENSOR_BYTES:
+            raise AotcError(f"value '{vi.name}' is declared {dims}: {nbytes / 2**30:.3g} GiB, "
+                            f"more than the {MAX_TENSOR_BYTES >> 30} GiB aotc compiles in one "
+                            "tensor", file=str(path),
+                            hint="check the model's declared shapes and --input-shape values")
+    declared.update({t.name: list(t.dims) for t in proto.graph.initializer})
+    for node in proto.graph.node:
+        for i in _PER_AXIS_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ():
+            dims = declared.get(node.input[i]) if i < len(node.input) else None
+            if dims and math.prod(dims) > _MAX_PER_AXIS_VALUES:
+                raise AotcError(f"input {i} '{node.input[i]}' holds a value per axis, but is "
+                                f"declared with {math.prod(dims)} values", file=str(path),
+                                node=node.name, op=node.op_type, hint=_DAMAGED)

@@ -112,17 +112,19 @@ def check_static(model: ir.Model) -> None:
         for value in graph.inputs:
             if not is_static(value):
                 raise AotcError(f"the shape of input '{value.name}' is not static ({value.shape})")
-            _check_size(value, f"input '{value.name}'")
+            check_size(value, f"input '{value.name}'")
         for node in graph:
             _check_node_outputs(node)
             for out in node.outputs:
                 if is_static(out):
-                    _check_size(out, f"output '{out.name}'", node)
+                    check_size(out, f"output '{out.name}'", node)
             if node.op_type == "Reshape" and node.domain == "":
                 _check_reshape(node)
 
 
-def _check_size(value: ir.Value, what: str, node: ir.Node | None = None) -> None:
+def check_size(value: ir.Value, what: str, node: ir.Node | None = None) -> None:
+    """AotcError when the static value would have a negative dimension or more than
+    MAX_TENSOR_BYTES."""
     dims = irutil.static_dims(value.shape) or ()
     if any(d < 0 for d in dims):
         raise AotcError(
