@@ -59,7 +59,7 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
     mismatches = [o for o in outcomes if o.compare == "mismatch"]
     ort_off = [o for o in outcomes if o.compare == "onnxruntime off"]
     lines = [
-        "# Fuzzing campaign",
+        f"# Fuzzing campaign: the {corpus} corpus",
         "",
         f"{len(outcomes)} cases of the {corpus} corpus (seed {seed}, cases "
         f"{outcomes[0].case}..{outcomes[-1].case}) on "
@@ -118,6 +118,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, default=HERE / "failures")
     ap.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     ap.add_argument("--no-write", action="store_true", help="print the summary only")
+    ap.add_argument("--append", action="store_true",
+                    help="add this campaign's section to the results file instead of replacing it")
     ap.add_argument("--replay", type=int, help="write the files of case N into --out")
     ap.add_argument("--out", type=Path, default=Path("fuzz-case"))
     args = ap.parse_args()
@@ -145,6 +147,8 @@ def main() -> int:
                             progress=progress)
     text = report(outcomes, args.seed, args.corpus, time.monotonic() - start)
     if not args.no_write:
+        if args.append and args.results.exists():
+            text = args.results.read_text() + "\n" + text
         args.results.write_text(text)
     print(text)
     return 1 if any(o.outcome in FAILURES for o in outcomes) else 0
