@@ -6,6 +6,7 @@ Reads only the onnx_ir graph the passes produced; the packager reads only the Pr
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -244,6 +245,15 @@ class _Compiler:
             if isinstance(res, Alias):
                 src = node.inputs[res.index]
                 assert src is not None
+                have = (value_dtype(src, self.file, node.name),
+                        math.prod(value_shape(src, self.file, node.name)))
+                if have != (dtype, math.prod(shape)):
+                    # a view keeps the bytes: a declared shape that disagrees (taken on trust
+                    # where inference could not check it) would read past the input
+                    raise ctx.error(f"output '{out.name}' is {dtype}{list(shape)}, a view of "
+                                    f"input '{src.name}' of {have[0]}"
+                                    f"{list(value_shape(src, self.file))}",
+                                    hint="the model's declared shapes disagree with its nodes")
                 lowered.aliases.append((out, src))
                 continue
             if res.shape != shape or res.dtype != dtype:

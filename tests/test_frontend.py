@@ -631,3 +631,28 @@ def test_absurd_declared_sizes_are_refused_before_inference(tmp_path):
     assert err.value.node == "cut"
     with pytest.raises(AotcError, match="--input-shape x would be .*GiB"):
         load_model(save(_dynamic_model(), tmp_path), {"x": (2**15, 2**15, 3)})
+
+
+def test_empty_variadic_input_is_refused(tmp_path):
+    """Concat(x, '') passed onnx.checker; onnxscript then folded it to Identity(x) under the
+    declared output shape [2, 4], and the bundle copied 8 floats out of a 4-float input."""
+    nodes = [helper.make_node("Concat", ["x", ""], ["y"], axis=1, name="cat")]
+    proto = make_model(nodes, [vi("x", [2, 2])], [vi("y", [2, 4])])
+    with pytest.raises(AotcError, match="input 1 of Concat is empty") as err:
+        load_model(save(proto, tmp_path))
+    assert err.value.node == "cat"
+
+
+def test_a_view_must_keep_its_inputs_bytes():
+    """The compiler's own check behind it: an alias whose declared shape holds more elements
+    than its input is an error naming the node (not an out-of-bounds copy)."""
+    from aotc.compiler import compile_model
+    from targets.cpu.target import get_target
+
+    x = ir.Value(name="x", shape=ir.Shape([2, 2]), type=ir.TensorType(ir.DataType.FLOAT))
+    node = ir.node("Identity", [x], name="id")
+    y = node.outputs[0]
+    y.name, y.shape, y.type = "y", ir.Shape([2, 4]), ir.TensorType(ir.DataType.FLOAT)
+    graph = ir.Graph([x], [y], nodes=[node], opset_imports={"": CANONICAL_OPSET})
+    with pytest.raises(AotcError, match="'y' is float32.2, 4., a view of input 'x'"):
+        compile_model(ir.Model(graph, ir_version=10), get_target("cpu-avx2"))

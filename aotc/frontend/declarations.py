@@ -128,3 +128,26 @@ def check_declared_sizes(proto: onnx.ModelProto, path: Path) -> None:
                 raise AotcError(f"input {i} '{node.input[i]}' holds a value per axis, but is "
                                 f"declared with {math.prod(dims)} values", file=str(path),
                                 node=node.name, op=node.op_type, hint=_DAMAGED)
+
+
+def check_variadic_inputs(proto: onnx.ModelProto, path: Path) -> None:
+    """No input of a variadic list (Concat's, Sum's, ...) is left empty: the checker refuses
+    an empty required input but not a variadic one, and shape inference then skips the node,
+    so its output's declared shape was taken on trust."""
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return
+    variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
+    for node in proto.graph.node:
+        if node.domain not in ("", "ai.onnx") or "" not in node.input:
+            continue
+        try:
+            formal = onnx.defs.get_schema(node.op_type, opset, "").inputs
+        except onnx.defs.SchemaError:
+            continue  # an unknown operator: reported as such later
+        for i, name in enumerate(node.input):
+            param = formal[min(i, len(formal) - 1)] if formal else None
+            if name == "" and param is not None and param.option == variadic:
+                raise AotcError(f"input {i} of {node.op_type} is empty, and its inputs "
+                                f"'{param.name}' cannot be omitted", file=str(path),
+                                node=node.name, op=node.op_type, hint=_DAMAGED)

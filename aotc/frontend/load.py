@@ -12,7 +12,12 @@ import onnx_ir.passes.common as common_passes
 from aotc.errors import AotcError
 from aotc.frontend import shapes
 from aotc.frontend.bind import bind_input_shapes
-from aotc.frontend.declarations import check_declared_sizes, check_element_types, check_text
+from aotc.frontend.declarations import (
+    check_declared_sizes,
+    check_element_types,
+    check_text,
+    check_variadic_inputs,
+)
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
 from aotc.frontend.opset import normalise_opset
@@ -45,6 +50,7 @@ def checked_proto(path: Path) -> onnx.ModelProto:
     check_tensor_data(proto, path)
     check_element_types(proto, path)
     check_declared_sizes(proto, path)
+    check_variadic_inputs(proto, path)
     try:  # (given the proto, the checker would look for external data in the current folder)
         onnx.checker.check_model(str(path), full_check=False)
     except Exception as e:  # ValidationError
