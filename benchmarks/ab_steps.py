@@ -62,7 +62,7 @@ def main() -> None:
     for j, sb in enumerate(programs[1].steps):
         a, b = med[0][j], med[1][j]
         if abs(b / a - 1) > args.min_change:
-            rows.append([str(j), sb.node, f"{a * 1e3:.3f}", f"{b * 1e3:.3f}", f"{b / a:.2f}",
+            rows.append([str(j), sb.node, f"{a * 1e3:.4g}", f"{b * 1e3:.4g}", f"{b / a:.2f}",
                          f"{low[1][j] / low[0][j]:.2f}"])
     print(f"{args.model.name}: one thread, {args.runs} alternating passes; A without "
           f"{', '.join(args.without)}, B with every pass")
