@@ -5,12 +5,16 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
 from aotc.errors import AotcError
 from aotc.inspect import load_checked, value_type
+
+if TYPE_CHECKING:
+    import onnxruntime as ort
 
 NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32,
              "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
@@ -54,7 +58,7 @@ def random_inputs(specs: list[dict], model: onnx.ModelProto, rng: np.random.Gene
     return arrays
 
 
-def ort_session(model: onnx.ModelProto | Path) -> object:
+def ort_session(model: onnx.ModelProto | Path) -> ort.InferenceSession:
     """An onnxruntime session on the CPU without onnxruntime's graph rewrites: the reference
     is the model as written (onnxruntime 1.32's fused LayerNormalization, for one, ignores
     axis != -1)."""
@@ -75,7 +79,7 @@ def ort_run(model: onnx.ModelProto, names: list[str], arrays: list[np.ndarray],
             file: str | None = None) -> list[np.ndarray]:
     """The model's outputs from onnxruntime; an error of onnxruntime's is an AotcError."""
     try:
-        return ort_session(model).run(None, dict(zip(names, arrays, strict=True)))  # type: ignore[attr-defined]
+        return ort_session(model).run(None, dict(zip(names, arrays, strict=True)))
     except Exception as e:  # onnxruntime's Fail, InvalidArgument, ...
         raise AotcError(f"onnxruntime cannot run the model: {str(e).strip()}", file=file,
                         hint="aotc verify compares with onnxruntime, which must accept the "
@@ -133,7 +137,7 @@ def check_host_runs(manifest: dict, bundle: str) -> None:
     import platform
 
     from aotc.package.cpu_check import is_aarch64, is_x86, normalize
-    from targets.cpu.target import host_target
+    from targets.cpu.target import enabled_features, host_target
 
     triple = manifest.get("triple", "")
     host = host_target()
@@ -145,7 +149,7 @@ def check_host_runs(manifest: dict, bundle: str) -> None:
                         hint="pass --cc and --runner for that target (e.g. --cc "
                              "aarch64-linux-gnu-gcc --runner 'qemu-aarch64 -L "
                              "/usr/aarch64-linux-gnu'), or compile with --target cpu")
-    on = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+    on = enabled_features(host.features)
     missing = [f for f in normalize(manifest.get("cpu_features", [])) if f not in on]
     if missing:
         raise AotcError(f"the bundle's kernels use {', '.join(missing)}, which this CPU "

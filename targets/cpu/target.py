@@ -38,7 +38,7 @@ class CpuTarget:
     def scales_by_instruction(self) -> bool:
         """Whether x * 2^n is one vector instruction (AVX-512's vscalefps, which `llvm.ldexp`
         becomes); elsewhere LLVM would turn `llvm.ldexp` into `ldexpf` calls."""
-        return self.is_x86 and "avx512f" in _enabled(self.features)
+        return self.is_x86 and "avx512f" in enabled_features(self.features)
 
 
 @functools.cache
@@ -47,7 +47,8 @@ def _init_llvm() -> None:
     llvm.initialize_all_asmprinters()
 
 
-def _enabled(features: str) -> set[str]:
+def enabled_features(features: str) -> set[str]:
+    """The features an LLVM feature string turns on ("+avx2,-avx512f" -> {"avx2"})."""
     return {f[1:] for f in features.split(",") if f.startswith("+")}
 
 
@@ -57,7 +58,7 @@ def host_target() -> CpuTarget:
     triple = llvm.get_process_triple()
     cpu = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
-    on = _enabled(features)
+    on = enabled_features(features)
     if triple.startswith("x86_64"):
         bits = 512 if "avx512f" in on else 256 if "avx2" in on else 128
         regs = 32 if "avx512f" in on else 16
