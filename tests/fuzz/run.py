@@ -35,16 +35,22 @@ from campaign import (  # noqa: E402
 from mutations import KINDS  # noqa: E402
 
 COLUMNS = (*OK_OUTCOMES, *FAILURES)
+# What stands above this line in the results file is written by hand and kept.
+MARKER = "<!-- campaign figures below: written by tests/fuzz/run.py -->"
 
 
 def _cpu() -> str:
+    """The CPU's name and its widest x86 vector extension (as /proc/cpuinfo tells them)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        info = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return platform.processor() or platform.machine()
+    name = next((line.split(":", 1)[1].strip() for line in info.splitlines()
+                 if line.startswith("model name")), platform.machine())
+    flags = set(next((line.split(":", 1)[1].split() for line in info.splitlines()
+                      if line.startswith("flags")), []))
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else ""
+    return f"{name} ({isa})" if isa else name
 
 
 def _gist(message: str) -> str:
@@ -59,7 +65,7 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
     mismatches = [o for o in outcomes if o.compare == "mismatch"]
     ort_off = [o for o in outcomes if o.compare == "onnxruntime off"]
     lines = [
-        f"# Fuzzing campaign: the {corpus} corpus",
+        f"## Campaign: the {corpus} corpus",
         "",
         f"{len(outcomes)} cases of the {corpus} corpus (seed {seed}, cases "
         f"{outcomes[0].case}..{outcomes[-1].case}) on "
@@ -89,18 +95,18 @@ def report(outcomes: list[Outcome], seed: int, corpus: str, seconds: float) -> s
     memchecked = sum(o.memcheck for o in outcomes)
     lines += ["", f"{memchecked} of the cases that ran were compiled for cpu-avx2 and run under "
               "valgrind's memcheck (an error there is a *run crashed*)."]
-    lines += ["", f"## Failures ({len(failures)})", ""]
+    lines += ["", f"### Failures ({len(failures)})", ""]
     lines += [f"- case {o.case} ({o.kind}, {o.model}: {o.detail}): **{o.outcome}** {o.message}"
               for o in failures[:100]] or ["None."]
-    lines += ["", f"## Wrong results against onnxruntime ({len(mismatches)})", ""]
+    lines += ["", f"### Wrong results against onnxruntime ({len(mismatches)})", ""]
     lines += [f"- case {o.case} ({o.kind}, {o.model}: {o.detail}): {o.message}"
               for o in mismatches[:100]] or ["None."]
-    lines += ["", f"## Where onnxruntime, not aotc, differs from onnx's reference ({len(ort_off)})",
+    lines += ["", f"### Where onnxruntime, not aotc, differs from onnx's reference ({len(ort_off)})",
               ""]
     lines += [f"- case {o.case} ({o.kind}, {o.model}: {o.detail}): {o.message}"
               for o in ort_off[:50]] or ["None."]
     refusals = Counter(_gist(o.message) for o in outcomes if o.outcome == "refused")
-    lines += ["", "## Most common refusals", ""]
+    lines += ["", "### Most common refusals", ""]
     lines += [f"- {n} x {msg}" for msg, n in refusals.most_common(15)]
     return "\n".join(lines) + "\n"
 
@@ -147,8 +153,11 @@ def main() -> int:
                             progress=progress)
     text = report(outcomes, args.seed, args.corpus, time.monotonic() - start)
     if not args.no_write:
-        if args.append and args.results.exists():
-            text = args.results.read_text() + "\n" + text
+        old = args.results.read_text() if args.results.exists() else ""
+        if args.append:
+            text = old + "\n" + text
+        elif MARKER in old:  # the hand-written part above the marker stays
+            text = old[:old.index(MARKER) + len(MARKER)] + "\n\n" + text
         args.results.write_text(text)
     print(text)
     return 1 if any(o.outcome in FAILURES for o in outcomes) else 0
