@@ -19,17 +19,28 @@ from google.protobuf.message import Message
 
 from aotc.errors import AotcError
 from aotc.frontend.shapes import MAX_TENSOR_BYTES
-from aotc.frontend.tensor_data import model_tensors
+from aotc.frontend.tensor_data import element_size, model_tensors
 
 _DAMAGED = "the model file is damaged or was written wrongly"
 
 
-def _graph_value_infos(graph: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
-    yield from (*graph.input, *graph.output, *graph.value_info)
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """The graph and, recursively, the subgraphs of its nodes' attributes."""
+    yield graph
     for node in graph.node:
         for attr in node.attribute:
             for g in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
-                yield from _graph_value_infos(g)
+                yield from _graphs(g)
+
+
+def _graph_value_infos(graph: onnx.GraphProto) -> Iterator[onnx.ValueInfoProto]:
+    for g in _graphs(graph):
+        yield from (*g.input, *g.output, *g.value_info)
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for g in _graphs(graph):
+        yield from g.node
 
 
 def check_element_types(proto: onnx.ModelProto, path: Path) -> None:
@@ -98,13 +109,6 @@ def _declared_dims(vi: onnx.ValueInfoProto) -> list[int] | None:
     return None if None in dims else dims  # type: ignore[return-value]
 
 
-def _itemsize(elem_type: int) -> int:
-    try:
-        return onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize
-    except (KeyError, ValueError, TypeError):
-        return 1
-
-
 def check_declared_sizes(proto: onnx.ModelProto, path: Path) -> None:
     """Declared inputs, outputs and intermediate values fit in MAX_TENSOR_BYTES, and an input
     that holds a value per axis holds at most _MAX_PER_AXIS_VALUES."""
@@ -114,14 +118,14 @@ def check_declared_sizes(proto: onnx.ModelProto, path: Path) -> None:
         if dims is None:
             continue
         declared[vi.name] = dims
-        nbytes = math.prod(dims) * _itemsize(vi.type.tensor_type.elem_type)
+        nbytes = math.prod(dims) * (element_size(vi.type.tensor_type.elem_type) or 1)
         if nbytes > MAX_TENSOR_BYTES:
             raise AotcError(f"value '{vi.name}' is declared {dims}: {nbytes / 2**30:.3g} GiB, "
                             f"more than the {MAX_TENSOR_BYTES >> 30} GiB aotc compiles in one "
                             "tensor", file=str(path),
                             hint="check the model's declared shapes and --input-shape values")
-    declared.update({t.name: list(t.dims) for t in proto.graph.initializer})
-    for node in proto.graph.node:
+    declared.update({t.name: list(t.dims) for g in _graphs(proto.graph) for t in g.initializer})
+    for node in _nodes(proto.graph):
         for i in _PER_AXIS_INPUTS.get(node.op_type, ()) if node.domain in ("", "ai.onnx") else ():
             dims = declared.get(node.input[i]) if i < len(node.input) else None
             if dims and math.prod(dims) > _MAX_PER_AXIS_VALUES:
@@ -138,7 +142,7 @@ def check_variadic_inputs(proto: onnx.ModelProto, path: Path) -> None:
     if opset is None:
         return
     variadic = onnx.defs.OpSchema.FormalParameterOption.Variadic
-    for node in proto.graph.node:
+    for node in _nodes(proto.graph):
         if node.domain not in ("", "ai.onnx") or "" not in node.input:
             continue
         try:

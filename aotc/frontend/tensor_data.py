@@ -66,14 +66,20 @@ def _elements(tensor: onnx.TensorProto) -> int:
     return int(np.prod(tensor.dims, dtype=np.int64))
 
 
+def element_size(data_type: int) -> int | None:
+    """Bytes per element of an ONNX element type (a byte for 4-bit types, which pack two); None
+    for strings and unknown types."""
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def _expected_bytes(tensor: onnx.TensorProto) -> int | None:
     if tensor.data_type in (_T.INT4, _T.UINT4):
         return (_elements(tensor) + 1) // 2
-    try:
-        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
-    except (KeyError, TypeError, ValueError):
-        return None  # strings and unknown types: the loader reports those
-    return _elements(tensor) * itemsize
+    size = element_size(tensor.data_type)
+    return None if size is None else _elements(tensor) * size  # strings: the loader reports
 
 
 def _check_stored(tensor: onnx.TensorProto, file: str) -> None:
