@@ -412,7 +412,10 @@ def compile_model(
     tuner: Tuner | None = None,
 ) -> Program:
     """Lower, generate and plan a model whose values all have static shapes. `tuner` picks
-    each kernel's schedule (default: the cost model alone)."""
+    each kernel's schedule (default: the cost model alone). A fixed thread count is what the
+    schedules' parallel loops are ranked for, instead of the target's core count."""
+    if num_threads > 0:
+        target = target.with_machine(target.machine.with_cores(num_threads))
     graph = model.graph
     bad = unsupported_nodes(graph, model.functions)
     if bad:

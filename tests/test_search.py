@@ -36,27 +36,28 @@ from lowering.search.measure import Measurer
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.search.tuner import Tuner
 from lowering.search.tuning_log import TuningLog, space_hash
-from targets.cpu.target import host_target
+from targets.cpu.target import NAMED_TARGETS, host_target
 
 ROOT = Path(__file__).resolve().parent.parent
 MLP = ROOT / "models" / "mlp.onnx"
-TARGET = host_target()
-LANES = TARGET.vector_lanes_f32
+TARGET = host_target()  # tests that run the kernels they build
+STRUCTURE = NAMED_TARGETS["cpu-avx512"]  # tests of generated structure name their target
+LANES = STRUCTURE.vector_lanes_f32
 
 
-def _space(inputs, outputs) -> DefaultSpace:
-    return DefaultSpace(inputs, outputs, [None] * len(inputs), TARGET)
+def _space(inputs, outputs, target=TARGET) -> DefaultSpace:
+    return DefaultSpace(inputs, outputs, [None] * len(inputs), target)
 
 
-def matmul(m: int, k: int, n: int):
+def matmul(m: int, k: int, n: int, target=TARGET):
     a = te.placeholder((m, k), "float32", "A")
     b = te.placeholder((k, n), "float32", "B")
     r = te.reduce_axis(k, "k")
     c = te.compute((m, n), lambda i, j: te.reduce_sum(a[i, r.var] * b[r.var, j], [r]), name="C")
-    return _space([a, b], [c]), lambda x, y: x @ y
+    return _space([a, b], [c], target), lambda x, y: x @ y
 
 
-def depthwise(c: int, h: int, w: int):
+def depthwise(c: int, h: int, w: int, target=TARGET):
     x = te.placeholder((c, h + 2, w + 2), "float32", "X")
     f = te.placeholder((c, 3, 3), "float32", "F")
     ry, rx = te.reduce_axis(3, "ry"), te.reduce_axis(3, "rx")
@@ -67,10 +68,10 @@ def depthwise(c: int, h: int, w: int):
         return sum(xa[:, i:i + h, j:j + w] * fa[:, i, j][:, None, None]
                    for i in range(3) for j in range(3))
 
-    return _space([x, f], [out]), ref
+    return _space([x, f], [out], target), ref
 
 
-def softmax_rows(rows: int, cols: int):
+def softmax_rows(rows: int, cols: int, target=TARGET):
     """Three stages (max, sum of exp, divide): knobs for each."""
     x = te.placeholder((rows, cols), "float32", "X")
     r1, r2 = te.reduce_axis(cols, "r1"), te.reduce_axis(cols, "r2")
@@ -84,7 +85,7 @@ def softmax_rows(rows: int, cols: int):
         e = np.exp(xa - xa.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    return _space([x], [out]), ref
+    return _space([x], [out], target), ref
 
 
 def transpose3(a: int, b: int, c: int):
@@ -99,36 +100,36 @@ def _knobs(space: ScheduleSpace) -> dict[str, tuple]:
 
 # spaces from static analysis ---------------------------------------------------------------
 def test_knobs_follow_loop_structure() -> None:
-    mm = _knobs(matmul(64, 96, 300)[0])
+    mm = _knobs(matmul(64, 96, 300, STRUCTURE)[0])
     assert mm["s0.vec"][0] == 0 and -1 in mm["s0.vec"]  # vectorise j (default) or nothing
     assert mm["s0.block"][0] == 256 and 0 in mm["s0.block"]  # REDUCTION_BLOCK first
     assert "s0.split" not in mm and "s0.unroll" not in mm and "s0.fuse" not in mm
     # an output row shorter than a vector: the rule keeps the reduce loop innermost
-    assert _knobs(matmul(64, 96, LANES - 2)[0])["s0.vec"] == (-1, 0, 1)  # 1: the 64 rows
-    assert "s0.block" not in _knobs(matmul(8, 8, 24)[0])  # nothing long enough to block
+    assert _knobs(matmul(64, 96, LANES - 2, STRUCTURE)[0])["s0.vec"] == (-1, 0, 1)  # 1: the 64 rows
+    assert "s0.block" not in _knobs(matmul(8, 8, 24, STRUCTURE)[0])  # nothing long enough to block
 
-    dw = _knobs(depthwise(32, 56, 56)[0])
+    dw = _knobs(depthwise(32, 56, 56, STRUCTURE)[0])
     assert dw["s0.unroll"] == (True, False)  # the 3x3 window
     assert dw["s0.fuse"] == (0, 1)  # channels and rows fused, or channels alone
     assert set(dw["s0.vec"]) >= {0, 1, -1}
 
     ew = te.placeholder((64, 30000), "float32", "Z")
-    ew_space = _space([ew], [te.compute((64, 30000), lambda i, j: ew[i, j] * 2.0, name="E")])
+    ew_space = _space([ew], [te.compute((64, 30000), lambda i, j: ew[i, j] * 2.0, name="E")], STRUCTURE)
     assert _knobs(ew_space)["s0.split"][0] == 0  # the rule splits only a lone loop
     lone = te.placeholder((100000,), "float32", "L")
-    lone_space = _space([lone], [te.compute((100000,), lambda i: lone[i] + 1.0, name="E")])
+    lone_space = _space([lone], [te.compute((100000,), lambda i: lone[i] + 1.0, name="E")], STRUCTURE)
     assert _knobs(lone_space)["s0.split"][0] == 4096
     tiny = te.placeholder((4,), "float32", "T")
-    assert _space([tiny], [te.compute((4,), lambda i: tiny[i] + 1.0, name="E")]).knobs == []
+    assert _space([tiny], [te.compute((4,), lambda i: tiny[i] + 1.0, name="E")], STRUCTURE).knobs == []
 
-    sm = _knobs(softmax_rows(64, 1000)[0])
+    sm = _knobs(softmax_rows(64, 1000, STRUCTURE)[0])
     assert any(n.startswith("s0.") for n in sm) and any(n.startswith("s2.") for n in sm)
 
 
 def test_default_config_is_the_default_schedule() -> None:
     for space, _ in (matmul(64, 96, 300), depthwise(8, 20, 20), softmax_rows(16, 300)):
         untuned = lower_kernel("k", space.inputs, space.outputs,
-                               lambda t: default_schedule(t, LANES))
+                               lambda t: default_schedule(t, TARGET.vector_lanes_f32))
         built = space.build(space.default_config()).kernel
         assert format_kernel(built, canonical=True) == format_kernel(untuned, canonical=True)
 

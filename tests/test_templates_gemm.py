@@ -121,12 +121,12 @@ def test_register_blocks_fit_the_target():
             assert blk.lanes == t.vector_lanes_f32
 
 
-def test_micro_kernel_prefetches_b_rows_ahead():
+def test_micro_kernel_prefetches_b_rows_ahead(fitted_target):
     """B rows of window and direct operands lie a feature-map plane apart, too far for the
     hardware prefetchers: the full-tile loop prefetches every line of a row some k ahead."""
     from targets.cpu.microkernels import PREFETCH_ROWS, routine_ir
-    blk = gemm_blocks(host_target())[0]
-    text, decls = routine_ir(blk.routine, host_target())
+    blk = gemm_blocks(fitted_target)[0]
+    text, decls = routine_ir(blk.routine, fitted_target)
     full_loop = text[text.index("full.body:"):text.index("full.exit:")]
     assert full_loop.count("@llvm.prefetch") == (blk.nr * 4 + 63) // 64 + 1
     assert f"mul i64 %b_ks, {PREFETCH_ROWS}" in text
@@ -151,22 +151,23 @@ def test_conv_micro_kernel_prefetches_its_weights_ahead(target):
                         if "@llvm.fma" in b)
 
 
-def test_cost_model_choices_for_network_layers():
+def test_cost_model_choices_for_network_layers(fitted_target):
     """Choices of the fitted cost model that measurements on a Cascade Lake core back by a wide
     margin (benchmarks/RESULTS.md, "cost model"): a 1x1 stride-1 convolution reads B in place
     (1.0 ms vs 1.4 ms packed for 256->64 channels at 56x56), and a 1024^3 GEMM reads A in
-    place, does not split K and runs N panels outermost (16.7 ms vs 25-36 ms)."""
+    place, does not split K and runs N panels (or chunks of them) outermost (16.7 ms vs
+    25-36 ms)."""
     ins, out, wv = general_conv(1, 256, 56, 56, 64, 1, 1)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
     assert space.cost({**space.default_config(), "b": "direct"}) < space.cost(
         {**space.default_config(), "b": "pack"})
     a = te.placeholder((1024, 1024), "float32", "a")
     b = te.placeholder((1024, 1024), "float32", "b")
     mm = op_outputs("MatMul", [a, b], [None, None], (1024, 1024))[0]
-    space = GemmTemplate.match([a, b], [mm], [None, rand(1024, 1024)], host_target())
+    space = GemmTemplate.match([a, b], [mm], [None, rand(1024, 1024)], fitted_target)
     best = min((dict(zip([k.name for k in space.knobs], c, strict=True))
                 for c in itertools.product(*[k.options for k in space.knobs])), key=space.cost)
-    assert (best["a"], best["kc"], best["parallel"]) == ("direct", 1024, "n")
+    assert (best["a"], best["kc"]) == ("direct", 1024) and best["parallel"] in ("n", "blocked")
 
 
 def test_cost_model_scales_packing_by_the_vector_width():
@@ -182,7 +183,7 @@ def test_cost_model_scales_packing_by_the_vector_width():
     assert space.cost(pack) > space.cost({**pack, "b": "pixels", "block": "6x2"})
 
 
-def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows():
+def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows(fitted_target):
     """A GEMM whose A (activations) is read in place: every block row is a stream of lines of
     its own, and 14-row blocks measured 5-40 % slower than 6-9 rows at K >= 512 in either
     loop order and K blocking (GEMM 512: 2.39-2.51 ms against 6x4's 2.17-2.30). The model
@@ -192,7 +193,7 @@ def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows():
     a = te.placeholder((512, 512), "float32", "a")
     b = te.placeholder((512, 512), "float32", "b")
     mm = op_outputs("MatMul", [a, b], [None, None], (512, 512))[0]
-    space = GemmTemplate.match([a, b], [mm], [None, rand(512, 512)], host_target())
+    space = GemmTemplate.match([a, b], [mm], [None, rand(512, 512)], fitted_target)
     cfg = space.default_config()
     assert cfg["a"] == "direct" and space.block(cfg).mr <= A_STREAMS_OVERLAPPED
     for blk in ("14x2", "6x4"):
@@ -201,32 +202,32 @@ def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows():
     assert space.cost({**cfg, "block": "14x2", "kc": 128, "parallel": "m"}) > space.cost(cfg)
 
 
-def test_cost_model_charges_strided_packing_as_a_gather():
+def test_cost_model_charges_strided_packing_as_a_gather(fitted_target):
     """A stride-2 1x1 projection (ResNet-50's 256->512 at 56x56) packs by gathering every other
     pixel, which costs more per element than a run copy (one-layer bundles: pixel mode 0.90x
     of packing in the M-outer order, which the model had ranked first). A stride-1 layer's
     packing is no gather."""
     ins, out, wv = general_conv(1, 256, 56, 56, 512, 1, 1, stride=2)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
     assert space.b_gathers and space.default_config()["b"] == "pixels"
     ins, out, wv = general_conv(1, 64, 56, 56, 64, 3, 3, pads=(1, 1, 1, 1))
-    assert not GemmTemplate.match(ins, [out], [None, wv, None], host_target()).b_gathers
+    assert not GemmTemplate.match(ins, [out], [None, wv, None], fitted_target).b_gathers
 
 
-def test_cost_model_packs_small_k_pointwise_layers_with_large_outputs_in_m_order():
+def test_cost_model_packs_small_k_pointwise_layers_with_large_outputs_in_m_order(fitted_target):
     """A 1x1 convolution whose output outgrows L2 and whose K is small is bound by writing the
     output: the model packs its input and runs M tiles outermost, so that the loop writes a few
     whole rows at a time (MobileNetV2's 16->96 at 112x112: 0.63x of the in-place N-outer
     schedule in a one-layer bundle). With a large input (ResNet-50's 256->128 at 56x56) the
     packed input would be re-read from memory per M tile, and it stays in place."""
     ins, out, wv = general_conv(1, 16, 112, 112, 96, 1, 1)
-    cfg = GemmTemplate.match(ins, [out], [None, wv, None], host_target()).default_config()
+    cfg = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target).default_config()
     assert (cfg["b"], cfg["parallel"]) == ("pack", "m")
     ins, out, wv = general_conv(1, 256, 56, 56, 128, 1, 1)
-    cfg = GemmTemplate.match(ins, [out], [None, wv, None], host_target()).default_config()
+    cfg = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target).default_config()
     assert cfg["b"] == "direct"
     ins, out, wv = general_conv(1, 16, 28, 28, 96, 1, 1)  # the output fits L2: no write-back term
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
     cfg = space.default_config()
     assert space._write_back(cfg, 1) == 0.0
 
@@ -256,6 +257,15 @@ def run_all(space: GemmSpace, configs, arrays):
     return results
 
 
+def two_blocks(space) -> tuple[str, str]:
+    """A tall and a wide register block of the space's target: 14x2 and 6x4 with 32 vector
+    registers, else the target's first two."""
+    options = dict((k.name, k.options) for k in space.knobs)["block"]
+    if {"14x2", "6x4"} <= set(options):
+        return ("14x2", "6x4")
+    return tuple(options[:2])
+
+
 def all_configs(space):
     """Every option of every knob at least once (the rest at the cost model's choice), plus
     a few random combinations."""
@@ -274,14 +284,14 @@ def all_configs(space):
     return seen
 
 
-def test_every_matmul_schedule():
+def test_every_matmul_schedule(run_target):
     m, k, n = 37, 300, 53
     a = te.placeholder((m, k), "float32", "a")
     b = te.placeholder((k, n), "float32", "b")
     out = op_outputs("MatMul", [a, b], [None, None], (m, n))[0]
     av, bv = rand(m, k), rand(k, n)
     for consts in ([None, None], [None, bv]):
-        space = GemmTemplate.match([a, b], [out], consts, host_target())
+        space = GemmTemplate.match([a, b], [out], consts, run_target)
         assert space is not None
         configs = list(all_configs(space))
         assert len(configs) > 8 and len(space.knobs) == 6
@@ -289,10 +299,10 @@ def test_every_matmul_schedule():
             np.testing.assert_allclose(got, av @ bv, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
 
 
-def test_every_conv_schedule():
+def test_every_conv_schedule(run_target):
     ins, out, wv = general_conv(1, 6, 11, 11, 20, 3, 3, (1, 1, 1, 1), stride=2)
     xv, bv = rand(1, 6, 11, 11), rand(20)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
     assert space is not None
     configs = list(all_configs(space))
     ref = general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 2, 1, 1)
@@ -301,23 +311,29 @@ def test_every_conv_schedule():
 
 
 @pytest.mark.parametrize("act", [None, "tanh"])
-def test_m_outer_order_runs_chunks_of_n_panels_when_b_outgrows_half_of_l2(act):
+def test_m_outer_order_runs_chunks_of_n_panels_when_b_outgrows_half_of_l2(
+        act, fitted_target, run_target):
     """With B larger than half of L2, the M-outer order runs M tiles within chunks of N
-    panels that fit a quarter of it (a ragged last chunk here: 162 panels in chunks of 12),
-    for every K blocking, mode of B and block; with a fused epilogue and with one applied
-    in place per chunk (tanh)."""
+    panels that fit a quarter of it (on a 1 MiB L2 a ragged last chunk: 162 panels in chunks
+    of 12), for every K blocking, mode of B and block; with a fused epilogue and with one
+    applied in place per chunk (tanh)."""
     ins, out, wv = general_conv(1, 160, 72, 72, 20, 1, 1)
     y = out if act is None else te.compute(out.shape, lambda *i: te.Unary(act, out[i]), act)
-    space = GemmTemplate.match(ins, [y], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [y], [None, wv, None], fitted_target)
     assert space.chunk_panels(space.block({"block": "14x2"})) == 12
+    cfg = {"block": "14x2", "kc": 160, "a": "const", "b": "direct", "parallel": "m"}
+    loops = [f for f in _nodes(space.build(cfg).kernel.stages[-1], For)]
+    assert loops[0].extent.value == 14 * 2, format_stmt(loops[0])  # chunks x M tiles
+
+    space = GemmTemplate.match(ins, [y], [None, wv, None], run_target)
+    blocks = two_blocks(space)
+    blk = space.block({"block": blocks[0]})
+    assert space.chunk_panels(blk) < -(-72 * 72 // blk.nr)  # chunked on this target's L2 too
     xv, bv = rand(1, 160, 72, 72), rand(20)
     want = general_conv_ref(xv, wv, bv, (0, 0, 0, 0), 1, 1, 1)
     want = want if act is None else np.tanh(want)
     configs = [{"block": blk, "kc": kc, "a": "const", "b": b, "parallel": "m"}
-               for blk in ("14x2", "6x4") for kc in (160, 128) for b in ("direct", "pack")]
-    for cfg in configs[:1]:
-        loops = [f for f in _nodes(space.build(cfg).kernel.stages[-1], For)]
-        assert loops[0].extent.value == 14 * 2, format_stmt(loops[0])  # chunks x M tiles
+               for blk in blocks for kc in (160, 128) for b in ("direct", "pack")]
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
 
@@ -396,7 +412,7 @@ def test_conv_with_relu_and_residual_against_ort():
     (150, 6, 33, 1, "Clip"),  # K blocks below K = 150: the epilogue on the last one only
     (16, 8, 20, 3, "Relu"),   # 3x3: pack mode (window mode keeps its own pass)
 ])
-def test_gemm_kernel_fuses_bias_residual_and_clamps_in_every_schedule(c, h, k, kh, act):
+def test_gemm_kernel_fuses_bias_residual_and_clamps_in_every_schedule(c, h, k, kh, act, run_target):
     """clamp(conv + bias + residual) is applied by the GEMM micro-kernel to the finished tile
     in registers (rows being output channels) wherever the tile is stored into the output,
     and every direct/pack schedule agrees with numpy."""
@@ -415,12 +431,12 @@ def test_gemm_kernel_fuses_bias_residual_and_clamps_in_every_schedule(c, h, k, k
 
     y = te.compute(conv.shape, clamped, "epilogue")
     inputs = [*ins, res]
-    space = GemmTemplate.match(inputs, [y], [None, wv, None, None], host_target())
+    space = GemmTemplate.match(inputs, [y], [None, wv, None, None], run_target)
     fe = space.fused_epilogue
     assert fe is not None and fe.bias is ins[2] and fe.residual is res
     knobs = {kb.name: kb.options for kb in space.knobs}
     configs = [{**space.default_config(), "block": blk, "kc": kc, "b": b, "parallel": par}
-               for blk in ("14x2", "6x4") for kc in knobs["kc"] for par in ("m", "n")
+               for blk in two_blocks(space) for kc in knobs["kc"] for par in ("m", "n")
                for b in ("direct", "pack") if b in knobs["b"]]
     xv, bv, rv = rand(1, c, h, h), rand(k), rand(*conv.shape)
     ref = np.clip(general_conv_ref(xv, wv, bv, pads, 1, 1, 1) + rv, lo, hi if hi else np.inf)
@@ -453,7 +469,7 @@ def run_in_place(space: GemmSpace, configs, arrays, res_index: int):
 
 
 @pytest.mark.parametrize("kh, modes", [(1, ("direct", "pack")), (3, ("pixels",))])
-def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one_call(kh, modes):
+def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one_call(kh, modes, run_target):
     """in_place_input names the residual exactly for the schedules whose micro-kernel reads
     each residual element right before storing the output there (one K block; pixel mode at
     any K block); those schedules, run with one buffer as residual and output, agree with
@@ -465,16 +481,16 @@ def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one
     zero = te.Const(0.0, "float32")
     y = te.compute(conv.shape, lambda *i: te.select(te.Binary("lt", conv[i] + res[i], zero),
                                                     zero, conv[i] + res[i]), "epilogue")
-    space = GemmTemplate.match([*ins, res], [y], [None, wv, None, None], host_target())
+    space = GemmTemplate.match([*ins, res], [y], [None, wv, None, None], run_target)
     assert space.fused_epilogue is not None and space.fused_epilogue.residual is res
     knobs = {kb.name: kb.options for kb in space.knobs}
     configs = [{**space.default_config(), "block": blk, "kc": kc, "b": b, "parallel": par}
-               for blk in ("14x2", "6x4") for kc in knobs["kc"] for par in ("m", "n")
+               for blk in two_blocks(space) for kc in knobs["kc"] for par in ("m", "n")
                for b in modes]
     in_place = [cfg for cfg in configs if space.in_place_input(cfg) == 3]
     for cfg in configs:
         one_call = cfg["b"] == "pixels" or (cfg["kc"] >= space.pat.k.size and (
-            cfg["parallel"] == "m" or space.pat.n.size % 16 == 0))
+            cfg["parallel"] == "m" or space.pat.n.size % run_target.vector_lanes_f32 == 0))
         assert (cfg in in_place) == one_call, cfg
     assert in_place
     for cfg in in_place:
@@ -514,7 +530,7 @@ def _stores_to(stmt, buf) -> bool:
     return False
 
 
-def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps():
+def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps(run_target):
     """A stride-2 window reads each input element ~2 times: when it has no taps along the row
     (k x 1), its padding copy is folded into the im2col packing (no scratch for it). With taps
     along the row (3x3), the packing reads a residue-split copy instead (see the test below),
@@ -522,7 +538,7 @@ def test_padding_folded_into_packing_only_for_strided_windows_without_row_taps()
     for kw, stride, folded in ((1, 2, True), (3, 2, False), (3, 1, False)):
         pads = (1, kw // 2, 1, kw // 2)
         ins, out, wv = general_conv(1, 8, 18, 18, 16, 3, kw, pads, stride=stride)
-        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
         cfg = {**space.default_config(), "b": "pack"}
         kernel = space.build(cfg).kernel
         scratch = [b.shape for b in kernel.buffers if b.role == "scratch"]
@@ -545,20 +561,24 @@ def _nodes(stmt, kind):
             yield from _nodes(x, kind)
 
 
-def test_pointwise_packing_copies_one_run_per_row_and_prefetches_the_next_tile():
+def test_pointwise_packing_copies_one_run_per_row_and_prefetches_the_next_tile(
+        fitted_target, run_target):
     """A 1x1 convolution's input holds a tile's pixels contiguously across image rows: its
     im2col packing copies one run of NR per k row (not one per image row the tile spans) and
     prefetches the next tile's run of that row (each k row is its own stream). Numerics are
     checked against the reference for a ragged last tile."""
     ins, out, wv = general_conv(1, 16, 10, 10, 24, 1, 1)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
-    cfg = {**space.default_config(), "b": "pack", "parallel": "m", "block": "6x4"}
-    pack = space.build(cfg).kernel.stages[0]
-    copies = [f for f in _nodes(pack, For) if f.kind == "vectorize"]
-    assert len(copies) == 1 and "min(64" in format_stmt(copies[0]).replace(" ", ""), \
-        format_stmt(pack)
-    ahead = list(_nodes(pack, Prefetch))
-    assert len(ahead) == 4, format_stmt(pack)  # the 4 lines of the next tile's 64 floats
+    for target in (fitted_target, run_target):
+        space = GemmTemplate.match(ins, [out], [None, wv, None], target)
+        name = two_blocks(space)[1]
+        blk = space.block({"block": name})
+        cfg = {**space.default_config(), "b": "pack", "parallel": "m", "block": name}
+        pack = space.build(cfg).kernel.stages[0]
+        copies = [f for f in _nodes(pack, For) if f.kind == "vectorize"]
+        assert len(copies) == 1 and f"min({blk.nr}" in format_stmt(copies[0]).replace(" ", ""), \
+            format_stmt(pack)
+        ahead = list(_nodes(pack, Prefetch))
+        assert len(ahead) == blk.nr * 4 // 64, format_stmt(pack)  # the next tile's run's lines
     xv, bv = rand(1, 16, 10, 10), rand(24)
     got = run_all(space, [cfg], [xv, wv, bv])[0]
     np.testing.assert_allclose(got, general_conv_ref(xv, wv, bv, (0, 0, 0, 0), 1, 1, 1),
@@ -567,9 +587,9 @@ def test_pointwise_packing_copies_one_run_per_row_and_prefetches_the_next_tile()
 
 # window mode: convolutions without im2col ----------------------------------------------------
 
-def test_window_found_for_unit_stride_convolutions():
+def test_window_found_for_unit_stride_convolutions(fitted_target):
     ins, out, wv = general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1))
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
     w = space.window
     assert w is not None and "window" in dict((k.name, k.options) for k in space.knobs)["b"]
     # the run is the input channels; the taps step by the padded row (22) and by one
@@ -578,18 +598,18 @@ def test_window_found_for_unit_stride_convolutions():
     assert (w.out_row, w.row, w.rows, w.size) == (20, 22, 20, 19 * 22 + 20)
     # dilation 2 and a non-square kernel keep the window; their taps step further
     ins, out, wv = general_conv(1, 8, 12, 40, 8, 3, 5, pads=(2, 4, 2, 4), dilation=2)
-    w = GemmTemplate.match(ins, [out], [None, wv, None], host_target()).window
+    w = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target).window
     assert w is not None and sorted(c for _, _, c in w.taps) == [2, 2 * 48]
 
 
-def test_no_window_for_strided_pointwise_or_tiny_images():
+def test_no_window_for_strided_pointwise_or_tiny_images(fitted_target):
     cases = [
         general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1), stride=2),  # stride 2
         general_conv(1, 16, 20, 20, 32, 1, 1),  # 1x1: read in place ("direct")
         general_conv(1, 16, 4, 4, 32, 3, 3, pads=(1, 1, 1, 1)),  # 22 columns for 16 pixels
     ]
     for ins, out, wv in cases:
-        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
         assert space.window is None
         assert "window" not in dict((k.name, k.options) for k in space.knobs)["b"]
 
@@ -600,9 +620,9 @@ def test_no_window_for_strided_pointwise_or_tiny_images():
     (1, 8, 12, 40, 8, 3, 5, (2, 4, 2, 4), 2, 1),    # dilated, non-square, odd padding
     (1, 10, 14, 14, 6, 3, 3, (0, 0, 0, 0), 1, 1),   # no padding: B is the input itself
 ])
-def test_every_window_schedule(n, c, h, w, k, kh, kw, pads, dilation, group):
+def test_every_window_schedule(n, c, h, w, k, kh, kw, pads, dilation, group, run_target):
     ins, out, wv = general_conv(n, c, h, w, k, kh, kw, pads, dilation=dilation, group=group)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
     assert space is not None and space.window is not None
     configs = [cfg for cfg in all_configs(space) if cfg["b"] == "window"]
     configs += [{**configs[0], "block": b} for b in space.knobs[0].options]
@@ -632,12 +652,12 @@ def test_window_mode_compiles_for_other_targets(target):
     (8, 17, 23, 12, 5, 3, (2, 1, 2, 1), 3, 1),     # stride 3, odd widths
     (6, 19, 19, 10, 3, 3, (2, 2, 2, 2), 2, 2),     # dilated
 ])
-def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, stride, dilation):
+def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, stride, dilation, run_target):
     """A window with stride s along the row is packed from a copy of its input split by column
     residue ([q][..][j] = x[.., s*j + q]), so the packing copies contiguous runs; every packed
     schedule still computes the convolution. 1x1 strided windows are packed directly."""
     ins, out, wv = general_conv(1, c, h, w, k, kh, kw, pads, stride=stride, dilation=dilation)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
     configs = [cfg for cfg in all_configs(space) if cfg["b"] == "pack"]
     for cfg in configs:
         kernel = space.build(cfg).kernel
@@ -649,27 +669,27 @@ def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, strid
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
     ins, out, wv = general_conv(1, 64, 20, 20, 32, 1, 1, stride=2)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
     kernel = space.build({**space.default_config(), "b": "pack"}).kernel
     assert not [b for b in kernel.buffers if b.role == "scratch" and len(b.shape) == 5]
 
 
 # pixel mode: output pixels in the micro-kernel's rows, channels in its vectors ---------------
 
-def test_pixel_mode_found_for_convolutions():
+def test_pixel_mode_found_for_convolutions(fitted_target):
     cases = [
         (general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1)), (1, 22)),
         (general_conv(1, 16, 20, 20, 32, 3, 3, pads=(1, 1, 1, 1), stride=2), (2, 2 * 21)),  # the padding stops at the last column read
         (general_conv(1, 32, 7, 7, 64, 1, 1), (1, 7)),
     ]
     for (ins, out, wv), (col_stride, row) in cases:
-        space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+        space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
         assert "pixels" in dict((k.name, k.options) for k in space.knobs)["b"]
         assert (space.pixels.col_stride, space.pixels.row) == (col_stride, row)
     # an RGB stem: the micro-kernel's k loop walks the filter width (7 taps one float apart),
     # the three channels and the filter rows are its taps; the cost model picks it over im2col
     ins, out, wv = general_conv(1, 3, 224, 224, 64, 7, 7, (3, 3, 3, 3), stride=2)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], fitted_target)
     w = space.pixels
     assert (w.run_extent, w.run_stride) == (7, 1)
     assert sorted((e, c) for _, e, c in w.taps) == [(3, 229 * 229), (7, 229)]  # padded to 229
@@ -684,9 +704,9 @@ def test_pixel_mode_found_for_convolutions():
     (1, 150, 5, 5, 33, 3, 3, (1, 1, 1, 1), 1, 1),    # channel blocks (kc < 150), 5x5 image
     (1, 3, 30, 30, 16, 7, 7, (3, 3, 3, 3), 2, 1),    # RGB stem: the filter width is the run
 ])
-def test_every_pixel_schedule(n, c, h, w, k, kh, kw, pads, stride, dilation):
+def test_every_pixel_schedule(n, c, h, w, k, kh, kw, pads, stride, dilation, run_target):
     ins, out, wv = general_conv(n, c, h, w, k, kh, kw, pads, stride=stride, dilation=dilation)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
     base = {**space.default_config(), "b": "pixels", "parallel": "n"}
     configs = [{**base, "block": blk, "kc": kc}
                for blk in space.knobs[0].options for kc in space.knobs[1].options]
@@ -835,12 +855,12 @@ def test_pixel_mode_fuses_bias_and_clamps_into_the_micro_kernel(act, bias):
     assert sum(stores_to_output(st) for st in kernel.stages) == 0  # only the micro-kernel
 
 
-def test_pixel_mode_epilogue_that_is_not_fused_runs_in_place():
+def test_pixel_mode_epilogue_that_is_not_fused_runs_in_place(run_target):
     """An epilogue other than bias/clamps/residual (here tanh) is applied by a pass over each
     finished block of tiles, for every K blocking."""
     ins, out, wv = general_conv(1, 20, 11, 11, 36, 3, 3, (1, 1, 1, 1), stride=2)
     y = te.compute(out.shape, lambda *i: te.Unary("tanh", out[i]), "tanh")
-    space = GemmTemplate.match(ins, [y], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [y], [None, wv, None], run_target)
     assert space.fused_epilogue is None
     xv, bv = rand(1, 20, 11, 11), rand(36)
     want = np.tanh(general_conv_ref(xv, wv, bv, (1, 1, 1, 1), 2, 1, 1))
@@ -855,15 +875,18 @@ def test_pixel_mode_epilogue_that_is_not_fused_runs_in_place():
     (2, 16, 50, 2, True),    # batch 2; rows of 50 (the copy's last block of a row is short)
     (1, 32, 28, 2, False),   # planes too small (measured slower there)
     (1, 32, 56, 1, False),   # unit stride
-    (1, 24, 56, 2, False),   # channels not a whole number of vectors
+    (1, 24, 56, 2, None),    # offered where 24 channels are whole vectors (8 lanes, not 16)
 ])
-def test_channels_last_copy_for_strided_windows_on_large_planes(n, c, hw, stride, offered):
+def test_channels_last_copy_for_strided_windows_on_large_planes(n, c, hw, stride, offered,
+                                                                run_target):
     """Pixel mode may write its padding copy channels-last (knob `layout`): offered for
     strided windows over large planes, and every schedule with it computes the convolution
     (the transposing copy's padding rows, columns and short blocks included)."""
     ins, out, wv = general_conv(n, c, hw, hw, 24, 3, 3, (1, 1, 1, 1), stride=stride)
-    space = GemmTemplate.match(ins, [out], [None, wv, None], host_target())
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
     layouts = dict((k.name, k.options) for k in space.knobs)["layout"]
+    if offered is None:
+        offered = c % run_target.vector_lanes_f32 == 0
     assert ("channels_last" in layouts) == offered
     if not offered:
         return

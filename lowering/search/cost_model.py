@@ -12,23 +12,13 @@ from dataclasses import dataclass
 
 from lowering import te
 from lowering.loop_ir import BufLoad, Call, For, Kernel, Seq, Stmt, Store
+from lowering.machine import Machine
 
-# Nominal core (the figures are typical of current x86 and Arm server cores; one set for all
-# targets is enough to rank schedules of one computation).
-GHZ = 3.0
-OPS_PER_CYCLE = 2.0  # vector arithmetic instructions per cycle
-LOADS_PER_CYCLE = 2.0
-L1_BYTES = 32 << 10
-L2_BYTES = 1 << 20
-L2_BYTES_PER_CYCLE = 32.0  # refills of L1 from L2
-MEM_BYTES_PER_CYCLE = 8.0  # refills of L2 from L3 / memory
-LINE = 64
-ADD_LATENCY = 4.0  # cycles of a dependent floating-point add (a scalar reduction chain)
+# The core's clock, issue rates, caches, bandwidths, latency and core count come from the
+# target's machine model (lowering/machine.py); these describe the code LLVM makes.
 INTERLEAVE = 4  # vector bodies LLVM unrolls this many times when they are small
 SMALL_BODY = 12  # instructions
 PARALLEL_OVERHEAD_S = 2e-6  # waking the pool and joining it, per parallel loop
-# Threads the parallel-balance estimate assumes (fixed so that compiling is deterministic).
-NOMINAL_THREADS = 4
 
 ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
 # Arithmetic cost in instructions (polynomial approximations for the transcendental functions).
@@ -53,17 +43,16 @@ class _Access:
     stride: list[int]  # per enclosing loop: elements the index moves per iteration
 
 
-def kernel_seconds(kernel: Kernel, vector_bits: int) -> float:
+def kernel_seconds(kernel: Kernel, machine: Machine) -> float:
     """Estimated one-core run time of `kernel`."""
-    return sum(stage_seconds(kernel, vector_bits))
+    return sum(stage_seconds(kernel, machine))
 
 
-def stage_seconds(kernel: Kernel, vector_bits: int) -> list[float]:
-    return [_Estimator(vector_bits).stmt(st, []) / (GHZ * 1e9) for st in kernel.stages]
+def stage_seconds(kernel: Kernel, machine: Machine) -> list[float]:
+    return [_Estimator(machine).stmt(st, []) / machine.hz for st in kernel.stages]
 
 
-def threaded_seconds(kernel: Kernel, one_core: list[float],
-                     threads: int = NOMINAL_THREADS) -> float:
+def threaded_seconds(kernel: Kernel, one_core: list[float], threads: int) -> float:
     """Run time on `threads` cores from the one-core time of each stage: the outermost parallel
     loop's iterations are shared in equal chunks, plus the cost of starting the loop."""
     total = 0.0
@@ -110,8 +99,9 @@ def eval_index(e: te.Expr, env: dict[int, int]) -> int:
 class _Estimator:
     """Cycles of one loop nest on one core."""
 
-    def __init__(self, vector_bits: int) -> None:
-        self.vector_bits = vector_bits
+    def __init__(self, machine: Machine) -> None:
+        self.m = machine
+        self.vector_bits = machine.vector_bits
 
     def stmt(self, s: Stmt, loops: list[_Loop]) -> float:
         if isinstance(s, For):
@@ -138,8 +128,11 @@ class _Estimator:
             accesses.setdefault((id(ld.buf), _key(ld.index)), (ld.buf, ld.index))
         acc = [self.access(b.dtype, b.size, idx, loops) for b, idx in accesses.values()]
         compute = self.compute(s, loads, acc, loops, iters)
-        memory = (self.traffic(acc, loops, L1_BYTES) / L2_BYTES_PER_CYCLE
-                  + self.traffic(acc, loops, L2_BYTES) / MEM_BYTES_PER_CYCLE)
+        m = self.m
+        beyond_l2 = m.l3_bandwidth if sum(a.size * a.itemsize for a in acc) <= m.l3 \
+            else m.memory_bandwidth
+        memory = (self.traffic(acc, loops, m.l1) / (m.l2_bandwidth / m.hz)
+                  + self.traffic(acc, loops, m.l2) / (beyond_l2 / m.hz))
         return max(compute, memory)
 
     def access(self, dtype: str, size: int, index: te.Expr, loops: list[_Loop]) -> _Access:
@@ -168,14 +161,15 @@ class _Estimator:
             step = lanes * (INTERLEAVE if ops + mem_ops <= SMALL_BODY else 1)
             per_loop = sum(n // step * step / lanes + n % step for n in inner.trips)
             vec_iters = per_loop / len(inner.trips) * (iters / inner.extent)
-            return vec_iters * (ops / OPS_PER_CYCLE + mem_ops / LOADS_PER_CYCLE + 0.5)
+            return vec_iters * (ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
+                                + 0.5)
         # scalar innermost loop: invariant accesses are hoisted out of it
         mem_ops = sum(1.0 for a in acc if a.depends[-1])
-        per_iter = ops / OPS_PER_CYCLE + mem_ops / LOADS_PER_CYCLE
+        per_iter = ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
         per_iter += 0.25 if inner.kind == "unroll" else 1.0
         store_moves = acc[0].depends[-1]
         if not store_moves and any(ld.buf is s.buf for ld in loads):
-            per_iter = max(per_iter, ADD_LATENCY)  # accumulating into one register: a chain
+            per_iter = max(per_iter, self.m.fma_latency)  # accumulating in one register: a chain
         return iters * per_iter
 
     def traffic(self, acc: list[_Access], loops: list[_Loop], capacity: int) -> float:
@@ -190,7 +184,7 @@ class _Estimator:
             for i in range(m, -1, -1):
                 if i < m and a.depends[i]:
                     elems = min(a.size, elems * loops[i].extent)
-                foot[ai][i] = elems * _line_bytes(a, i, m)
+                foot[ai][i] = elems * _line_bytes(a, i, m, self.m.line)
         total = 0.0
         for ai, a in enumerate(acc):
             refills = 1.0
@@ -212,12 +206,12 @@ def _trip_counts(extent: te.Expr, loops: list[_Loop]) -> list[int]:
     return [first]
 
 
-def _line_bytes(a: _Access, level: int, m: int) -> float:
+def _line_bytes(a: _Access, level: int, m: int, line: int) -> float:
     """Bytes moved per element touched in loops level..m-1: whole lines when the innermost loop
     the access depends on jumps further than an element."""
     for i in range(m - 1, level - 1, -1):
         if a.depends[i]:
-            return float(min(LINE, max(a.itemsize, a.stride[i] * a.itemsize)))
+            return float(min(line, max(a.itemsize, a.stride[i] * a.itemsize)))
     return float(a.itemsize)
 
 

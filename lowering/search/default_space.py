@@ -80,7 +80,7 @@ class DefaultSpace(ScheduleSpace):
 
     def __init__(self, inputs, outputs, consts, target) -> None:
         super().__init__(inputs, outputs, consts, target)
-        self.lanes = int(target.vector_lanes_f32)  # type: ignore[attr-defined]
+        self.lanes = target.vector_lanes_f32
         self.stages = [t for t in stages_of(self.outputs)
                        if t.op is not None and not t.op.inline]
         for i, t in enumerate(self.stages):
@@ -116,6 +116,7 @@ class DefaultSpace(ScheduleSpace):
         key = repr(sorted(config.items()))
         if key not in self._estimates:
             kernel = self.build(config).kernel
-            stages = stage_seconds(kernel, self.target.vector_bits)  # type: ignore[attr-defined]
-            self._estimates[key] = (sum(stages), threaded_seconds(kernel, stages))
+            stages = stage_seconds(kernel, self.target.machine)
+            self._estimates[key] = (sum(stages), threaded_seconds(
+                kernel, stages, self.target.machine.cores))
         return self._estimates[key]

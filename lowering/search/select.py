@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lowering import te
+from lowering.machine import Target
 from lowering.search.default_space import DefaultSpace
 from lowering.search.space import ScheduleSpace
 from lowering.templates.depthwise import DepthwiseTemplate
@@ -20,7 +21,7 @@ TEMPLATES: list = [GemmTemplate, DepthwiseTemplate, RowTemplate]
 
 
 def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-              consts: Sequence[np.ndarray | None], target: object) -> ScheduleSpace:
+              consts: Sequence[np.ndarray | None], target: Target) -> ScheduleSpace:
     for template in TEMPLATES:
         space = template.match(inputs, outputs, consts, target)
         if space is not None:

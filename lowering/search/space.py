@@ -16,6 +16,7 @@ import numpy as np
 
 from lowering import te
 from lowering.loop_ir import Kernel, format_kernel
+from lowering.machine import Target
 
 Config = dict[str, object]
 
@@ -40,7 +41,7 @@ class ScheduleSpace(ABC):
     """Schedules of one computation (`inputs` -> `outputs`) on one target."""
 
     def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-                 consts: Sequence[np.ndarray | None], target: object) -> None:
+                 consts: Sequence[np.ndarray | None], target: Target) -> None:
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.consts = list(consts)
@@ -73,9 +74,10 @@ class ScheduleSpace(ABC):
         from lowering.search.cost_model import stage_seconds, threaded_seconds
 
         kernel = self.build(config).kernel
-        stages = stage_seconds(kernel, getattr(self.target, "vector_bits", 128))
+        stages = stage_seconds(kernel, self.target.machine)
         serial = sum(stages)
-        ratio = threaded_seconds(kernel, stages) / serial if serial > 0 else 1.0
+        ratio = threaded_seconds(kernel, stages, self.target.machine.cores) / serial \
+            if serial > 0 else 1.0
         return (self.cost(config) if one_core is None else one_core) * ratio
 
     def in_place_input(self, config: Config) -> int | None:
@@ -95,4 +97,4 @@ class ScheduleSpace(ABC):
         """What the tuning log is keyed by: the computation (kernel text at the default
         configuration, names canonical), the space kind and the target."""
         text = format_kernel(self.build(self.default_config()).kernel, canonical=True)
-        return f"{self.kind}|{getattr(self.target, 'name', '?')}|{getattr(self.target, 'cpu', '?')}|{text}"
+        return f"{self.kind}|{self.target.name}|{self.target.cpu}|{text}"

@@ -86,12 +86,12 @@ class TuningLog:
 
     def add(self, key: str, space: ScheduleSpace, config: Config, seconds: float,
             default_seconds: float) -> None:
-        entry = Entry(key, str(getattr(space.target, "name", "?")), space.kind, config, seconds,
+        entry = Entry(key, space.target.name, space.kind, config, seconds,
                       default_seconds)
         old = self.best.get(key)
         if old is None or seconds < old.seconds:
             self.best[key] = entry
-        line = json.dumps({**entry.__dict__, "cpu": getattr(space.target, "cpu", "?"),
+        line = json.dumps({**entry.__dict__, "cpu": space.target.cpu,
                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}, sort_keys=True)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

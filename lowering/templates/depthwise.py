@@ -38,6 +38,7 @@ from lowering.affine import as_affine, evaluate
 from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
 from lowering.lower import combine, flat_index, stages_of
+from lowering.machine import Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 I64 = "int64"
@@ -259,7 +260,7 @@ class DepthwiseTemplate:
 
     @staticmethod
     def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-              consts: Sequence[np.ndarray | None], target: object) -> DepthwiseSpace | None:
+              consts: Sequence[np.ndarray | None], target: Target) -> DepthwiseSpace | None:
         pat = analyze(outputs)
         if pat is None or not any(pat.x is t for t in inputs):
             return None
@@ -272,7 +273,7 @@ class DepthwiseSpace(ScheduleSpace):
     kind = "depthwise"
 
     def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-                 consts: Sequence[np.ndarray | None], target: object,
+                 consts: Sequence[np.ndarray | None], target: Target,
                  pat: DepthwisePattern) -> None:
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
@@ -288,31 +289,32 @@ class DepthwiseSpace(ScheduleSpace):
                            b.masked_kernel() if form == "masked" else b.kernel())
 
     def cost(self, config: Config) -> float:
-        """Vector loads dominate: kh*kw per output vector, shared between rows of a block;
-        each loop over a run of a row (or over a plane's stage) costs PIECE_CYCLES besides,
-        which is what short rows pay for most. The padded-plane form copies the plane into
-        its padding, computes one vector loop over the plane in the padded row pitch and
-        copies the output rows out."""
-        pat = self.pat
-        lanes = getattr(self.target, "vector_lanes_f32", 4)
+        """Vector loads dominate: kh*kw per output vector, shared between rows of a block, at
+        the machine's loads per cycle; each loop over a run of a row (or over a plane's stage)
+        costs PIECE_CYCLES besides, which is what short rows pay for most. The padded-plane
+        form copies the plane into its padding, computes one vector loop over the plane in the
+        padded row pitch and copies the output rows out."""
+        pat, m = self.pat, self.target.machine
+        lanes = self.target.vector_lanes_f32
+        loads = m.loads_per_cycle
         taps = pat.h.taps * pat.w.taps
         planes = math.prod(pat.conv.shape[:2])
         if config.get("plane") == "masked":  # a load, a select and an FMA per tap and vector
             vectors = math.ceil(pat.h.out * pat.w.out / lanes)
-            return planes * (vectors * taps * 1.5 + PIECE_CYCLES) / 2.5e9
+            return planes * (vectors * taps * 1.5 + PIECE_CYCLES) / m.hz
         if config.get("plane") == "padded":
             hp, wp = len(pat.h.valid), len(pat.w.valid)
             virtual = (pat.h.out - 1) * wp + pat.w.out
-            per_plane = (hp * wp / lanes + math.ceil(virtual / lanes) * max(taps / 2, 1)
+            per_plane = (hp * wp / lanes + math.ceil(virtual / lanes) * max(taps / loads, 1)
                          + pat.h.out * (math.ceil(pat.w.out / lanes) + PIECE_CYCLES)
                          + 3 * PIECE_CYCLES)
-            return planes * per_plane / 2.5e9
+            return planes * per_plane / m.hz
         rows = int(config["rows"])  # type: ignore[call-overload]
         taps_h = pat.h.taps
         loads_per_row = (taps_h + (rows - 1) * min(taps_h, pat.h.stride)) * pat.w.taps / rows
         vectors = math.prod(pat.conv.shape) / lanes
         pieces = planes * pat.h.out * len(pat.w.runs())
-        return (vectors * max(loads_per_row / 2, taps / 2) + pieces * PIECE_CYCLES) / 2.5e9
+        return (vectors * max(loads_per_row, taps) / loads + pieces * PIECE_CYCLES) / m.hz
 
 
 class _Builder:

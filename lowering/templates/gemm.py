@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -57,6 +56,7 @@ from lowering.loop_ir import (
     simplify_loads,
 )
 from lowering.lower import _Converter, lower_stage, stages_of
+from lowering.machine import Machine, Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.tensorize import epilogue_args
 from targets.cpu.microkernels import (
@@ -73,27 +73,28 @@ MIN_MACS = 1 << 14
 # Parallel loops below this many multiply-adds cost more than they save.
 PARALLEL_MIN_MACS = 1 << 21
 KC_OPTIONS = (128, 256, 512)
-# Cost-model constants. They only rank schedules; their values were fitted (random search,
-# objective: geomean of chosen/best time times total chosen/best time) to single-core
-# measurements of the configurations of every ResNet-50 and MobileNetV2 convolution, square
-# GEMMs 256-2048 and the BERT projections on a Cascade Lake core (benchmarks/RESULTS.md,
-# "cost model"), keeping L1 bandwidth above L2's.
-CORE_GHZ, FMA_UNITS = 2.5e9, 2
-L1, L2 = 32 << 10, 1 << 20
-BW_L1, BW_L2, BW_MEM = 180e9, 143e9, 13.5e9
+# Cost model. The machine's clock, FMA units, caches and bandwidths come from the target's
+# machine model (lowering/machine.py); what follows are the model's own factors. They only rank
+# schedules; their values were fitted (random search, objective: geomean of chosen/best time
+# times total chosen/best time) to single-core measurements of the configurations of every
+# ResNet-50 and MobileNetV2 convolution, square GEMMs 256-2048 and the BERT projections on a
+# Cascade Lake core (benchmarks/RESULTS.md, "cost model"), whose machine model holds the
+# clock, caches and bandwidths fitted with them. Rates of particular access patterns are
+# kept as fractions of the bandwidth of the level they stream from.
 EFF_MAX = 0.92  # fraction of peak the micro-kernel reaches on L1-resident operands
 EFF_INTENSITY = 1.75  # FMAs per loaded value below which the loads limit the micro-kernel
 STALL = 0.25  # fraction of operand traffic that out-of-order execution does not hide
-# write-back of an output larger than L2, from a loop over few / many page streams (fitted
-# to one-layer bundles, see GemmSpace._write_back)
-BW_OUT_STREAMED, BW_OUT_SCATTERED, PREFETCH_STREAMS = 24e9, 6e9, 16
+# write-back of an output larger than L2, from a loop over few / many page streams, as a
+# multiple of the memory bandwidth (fitted to one-layer bundles, see GemmSpace._write_back)
+OUT_STREAMED, OUT_SCATTERED, PREFETCH_STREAMS = 24 / 13.5, 6 / 13.5, 16
 CHUNK_MIN_PANELS = 4
 # rows of an A read in place whose line misses the core overlaps, and the cycles each further
 # one waits (GEMMs with activations as A: 14-row blocks measured 5-40 % slower than 6-9 rows
 # at K >= 512, e.g. GEMM 512 2.46 against 6x4's 2.30 ms, 128x3072x768 7.6 against 5.5 ms)
 A_STREAMS_OVERLAPPED, LINE_WAIT_CYCLES = 10, 14
 A_PACK_ELEMENT_CYCLES = 6.5  # per element of A packed (GEMM 512: 0.66-0.72 ms for 262k)
-BW_WINDOW = 27e9  # cache-line rate of window-mode B rows (software-prefetched from L2)
+# cache-line rate of window-mode B rows (software-prefetched from L2), of the L2 bandwidth
+WINDOW_RATE = 27 / 143
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
 PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
 # more per element when the pixels along a row are strided (a stride-2 1x1 projection: its
@@ -221,8 +222,8 @@ WINDOW_MAX_WASTE = 0.3
 # Pixel mode: output pixels per block of rows that share one pass over a weight panel.
 PIXELS_PER_BLOCK = 48
 # Pixel mode: weights (bytes) up to which a block's channel tiles run innermost
-PIXELS_CHANNELS_INNER_MAX_WEIGHTS = L2 // 2
-BW_PIXELS = 60e9  # rate of pixel mode's per-step stream (weights and input lines) from L2
+# rate of pixel mode's per-step stream (weights and input lines) from L2, of the L2 bandwidth
+PIXELS_RATE = 60 / 143
 PIXELS_CALL_CYCLES = 40  # set-up of one tap-by-tap pixel-mode call (row pointers, branches)
 
 
@@ -398,8 +399,8 @@ class GemmTemplate:
 
     @staticmethod
     def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-              consts: Sequence[np.ndarray | None], target: object) -> GemmSpace | None:
-        if getattr(target, "vector_lanes_f32", 0) < 4:
+              consts: Sequence[np.ndarray | None], target: Target) -> GemmSpace | None:
+        if target.vector_lanes_f32 < 4:
             return None
         pat = analyze(outputs)
         if pat is None:
@@ -413,7 +414,7 @@ class GemmSpace(ScheduleSpace):
     kind = "gemm"
 
     def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-                 consts: Sequence[np.ndarray | None], target: object, pat: GemmPattern) -> None:
+                 consts: Sequence[np.ndarray | None], target: Target, pat: GemmPattern) -> None:
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
         self.blocks = gemm_blocks(target)  # type: ignore[arg-type]
@@ -455,7 +456,9 @@ class GemmSpace(ScheduleSpace):
             Knob("kc", (K, *[kc for kc in KC_OPTIONS if kc < K])),
             Knob("a", tuple(a_modes)),
             Knob("b", tuple(b_modes)),
-            Knob("parallel", ("n", "m")),
+            # the loop order: N panels outermost ("n"), M tiles outermost ("m"), or N chunks,
+            # K blocks and M blocks around the N-outer order ("blocked", see `blocking`)
+            Knob("parallel", ("n", "m", "blocked") if self._blocks_m() else ("n", "m")),
             # pixel mode's input: as the kernel reads it, or its padding copy channels-last
             Knob("layout", ("planes", "channels_last") if self.pixels_cl else ("planes",)),
         ]
@@ -534,7 +537,7 @@ class GemmSpace(ScheduleSpace):
         of at least CHANNELS_LAST_MIN_PLANE floats get the option."""
         p = self.pat
         t = p.b.tensor
-        lanes = self.target.vector_lanes_f32  # type: ignore[attr-defined]
+        lanes = self.target.vector_lanes_f32
         if t.op is None or t.op.inline or t not in p.pre or len(t.shape) != 4 or \
                 t.shape[1] < LINE_FLOATS or t.shape[1] % lanes or \
                 isinstance(t.op.body, te.Reduce) or self.pixels is None or \
@@ -623,9 +626,17 @@ class GemmSpace(ScheduleSpace):
                     return FusedEpilogue(bias, r.tensor, lo, hi)
         return None
 
+    @property
+    def machine(self) -> Machine:
+        return self.target.machine
+
+    @property
+    def line_floats(self) -> int:
+        return self.machine.line // 4
+
     def block(self, config: Config) -> GemmBlock:
         mr, nv = (int(x) for x in str(config["block"]).split("x"))
-        return GemmBlock(mr, nv, self.target.vector_lanes_f32)  # type: ignore[attr-defined]
+        return GemmBlock(mr, nv, self.target.vector_lanes_f32)
 
     def default_config(self) -> Config:
         """The configuration the cost model ranks best (the space is small: enumerate). A
@@ -653,7 +664,8 @@ class GemmSpace(ScheduleSpace):
         one parallel loop runs over channel tiles and pixel blocks)."""
         kc = int(config["kc"])  # type: ignore[call-overload]
         if config["b"] == "window" and self.window is not None:
-            return {**config, "kc": min(kc, self.window.run_extent), "layout": "planes"}
+            return {**config, "kc": min(kc, self.window.run_extent), "layout": "planes",
+                    "parallel": "n" if config["parallel"] == "blocked" else config["parallel"]}
         if config["b"] == "pixels" and self.pixels is not None:
             K = self.pat.k.size
             layout = config.get("layout") if self.pixels_cl is not None else "planes"
@@ -679,11 +691,13 @@ class GemmSpace(ScheduleSpace):
             N = self.window.size  # virtual columns
         mt, nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
         Mp, Np = mt * blk.mr, nt * blk.nr
-        compute = B * Mp * Np * K / _fma_rate(blk)
+        m = self.machine
+        compute = B * Mp * Np * K / _fma_rate(blk, m)
         kc = int(config["kc"])  # type: ignore[call-overload]
 
         def bw(resident_bytes: int) -> float:
-            return BW_L1 if resident_bytes <= L1 else BW_L2 if resident_bytes <= L2 else BW_MEM
+            return m.l1_bandwidth if resident_bytes <= m.l1 else \
+                m.l2_bandwidth if resident_bytes <= m.l2 else m.memory_bandwidth
 
         a_bytes, b_bytes = Mp * K * 4, K * Np * 4
         # an epilogue the micro-kernel does not apply to the tile in registers re-reads the
@@ -693,6 +707,17 @@ class GemmSpace(ScheduleSpace):
             # jo > kb > io: a B micro-panel stays resident across the io loop; an A block is
             # reused only by the next N panel, after the whole of A went through the cache
             traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
+            traffic += epilogue_pass * Mp * Np * 8 / bw(Mp * blk.nr * 4)
+        elif config["parallel"] == "blocked":
+            # chunk > kb > M block > jo > io: an A block is read from beyond L2 once per
+            # chunk and re-read from L2 per N panel; a B micro-panel stays in L1 across the M
+            # block's tiles, and a chunk of B is re-read per M block
+            tiles, panels = self.blocking(blk, kc)
+            kd = min(kc, K)
+            traffic = math.ceil(nt / panels) * a_bytes / bw(a_bytes) + \
+                nt * a_bytes / bw(tiles * blk.mr * kd * 4) + \
+                mt * b_bytes / bw(kd * blk.nr * 4) + \
+                math.ceil(mt / tiles) * b_bytes / bw(panels * kd * blk.nr * 4)
             traffic += epilogue_pass * Mp * Np * 8 / bw(Mp * blk.nr * 4)
         else:
             # io > kb > jo within chunks of N panels (chunk_panels): a chunk of B is re-read
@@ -715,38 +740,44 @@ class GemmSpace(ScheduleSpace):
             # than in pixel mode, which the unscaled costs ranked first)
             run = min(p.n.extents[-1], blk.nr)  # a panel row copies at most NR pixels
             per = (PACK_CONTIGUOUS_CYCLES if self.b_contiguous else PACK_ELEMENT_CYCLES) * \
-                LINE_FLOATS / blk.lanes
+                self.line_floats / blk.lanes
             if not self.b_contiguous:
                 per += PACK_RUN_CYCLES / run + PACK_GATHER_CYCLES * self.b_gathers
-            t += B * K * Np * per / CORE_GHZ
+            t += B * K * Np * per / m.hz
         if config["a"] == "pack":  # a transposing copy into MR-row panels
-            t += B * Mp * K * A_PACK_ELEMENT_CYCLES / CORE_GHZ
+            t += B * Mp * K * A_PACK_ELEMENT_CYCLES / m.hz
         if config["b"] == "direct" and K > 64:
             if _set_conflicts(self.direct_strides[id(p.b)][1], 2 * blk.nv):
-                t += B * mt * b_bytes / BW_MEM
+                t += B * mt * b_bytes / m.memory_bandwidth
         if config["a"] == "direct":
             rs, ks = self.direct_strides[id(p.a)]
             if _set_conflicts(rs if ks == 1 else ks, blk.mr):
-                t += B * nt * a_bytes / BW_MEM
+                t += B * nt * a_bytes / m.memory_bandwidth
             # A read in place: each of the block's MR rows is a stream of its own that crosses
-            # into a new line every LINE_FLOATS k steps; past A_STREAMS_OVERLAPPED rows, each
+            # into a new line every line's worth of k steps; past A_STREAMS_OVERLAPPED rows, each
             # further one waits that often (measured in both loop orders and with K blocks
             # small enough for the tile to stay in L1: 14x2 with kc 128 is no faster)
             if blk.mr > A_STREAMS_OVERLAPPED:
-                waits = (blk.mr - A_STREAMS_OVERLAPPED) * math.ceil(K / LINE_FLOATS)
-                t += B * mt * nt * waits * LINE_WAIT_CYCLES / CORE_GHZ
+                waits = (blk.mr - A_STREAMS_OVERLAPPED) * math.ceil(K / self.line_floats)
+                t += B * mt * nt * waits * LINE_WAIT_CYCLES / m.hz
         if window:
             w = self.window
             assert w is not None
             # B rows are far apart: every call streams its rows' cache lines from L2 (NV
             # vectors touch NV + 1 lines unaligned) rather than reusing a resident panel
-            t = max(t, B * mt * nt * K * (blk.nv + 1) * 64 / BW_WINDOW)
+            t = max(t, B * mt * nt * K * (blk.nv + 1) * m.line / (WINDOW_RATE * m.l2_bandwidth))
             # partial results per tap and run block; the compaction pass
             blocks = K // w.run_extent * math.ceil(w.run_extent / kc)
-            t += B * Mp * Np * 4 * 2 * blocks / BW_L2 / blk.nv
-            t += B * M * p.n.size * 4 * 2 / BW_L2
-        elif kc < K:  # partial results written and re-read per K block
-            t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / BW_L2
+            t += B * Mp * Np * 4 * 2 * blocks / m.l2_bandwidth / blk.nv
+            t += B * M * p.n.size * 4 * 2 / m.l2_bandwidth
+        elif kc < K:  # partial results written and re-read per K block, from L2 unless the
+            # blocked order's K loop spans more tiles than L2 holds (scattered lines then)
+            rate = m.l2_bandwidth
+            if config["parallel"] == "blocked":
+                panels = self.blocking(blk, kc)[1]
+                if Mp * panels * blk.nr * 4 > m.l2:
+                    rate = OUT_SCATTERED * m.memory_bandwidth
+            t += B * Mp * Np * 4 * 2 * (math.ceil(K / kc) - 1) / rate
         return t
 
     def _write_back(self, config: Config, nt: int) -> float:
@@ -759,17 +790,17 @@ class GemmSpace(ScheduleSpace):
         at 56x56, ResNet-50's 64->256 at 56x56 and 128->512 at 28x28 are fastest with B packed
         in the M-outer order, 0.63-0.90x of reading it in place in the N-outer order, which the
         model had ranked first for all four.)"""
-        p, blk = self.pat, self.block(config)
+        p, blk, m = self.pat, self.block(config), self.machine
         out = p.m.size * p.n.size * 4
-        if out <= L2:
+        if out <= m.l2:
             return 0.0
         fe = self.fused_epilogue
         reads = 1 if fe is not None and fe.residual is not None and \
             self._fuses_epilogue(config) else 0
-        rows = p.m.size if config["parallel"] == "n" and nt > 1 else blk.mr
+        rows = p.m.size if config["parallel"] != "m" and nt > 1 else blk.mr
         streams = rows + (p.k.size if config["b"] in ("direct", "window") else 1)
-        bw = BW_OUT_STREAMED if streams <= PREFETCH_STREAMS else BW_OUT_SCATTERED
-        return out * (2 + reads) / bw
+        rate = OUT_STREAMED if streams <= PREFETCH_STREAMS else OUT_SCATTERED
+        return out * (2 + reads) / (rate * m.memory_bandwidth)
 
     def in_place_input(self, config: Config) -> int | None:
         """The input (its position) whose memory the output may take over: the fused
@@ -795,26 +826,45 @@ class GemmSpace(ScheduleSpace):
             return None
         return next((i for i, t in enumerate(self.inputs) if t is res), None)
 
+    def _blocks_m(self) -> bool:
+        """Whether the blocked order is offered: A (its rows over any K block) outgrows half
+        of L2, so that the N-outer order would stream it from memory once per N panel."""
+        p = self.pat
+        return p.m.size * min(p.k.size, KC_OPTIONS[-1]) * 4 > self.machine.l2 // 2
+
+    def blocking(self, blk: GemmBlock, kc: int) -> tuple[int, int]:
+        """M tiles per M block and N panels per chunk of the blocked order (GotoBLAS's mc and
+        nc): an A block of MR-row tiles K-block deep fills half of L2, across which each B
+        micro-panel stays in L1; a chunk's K block of B panels fills half of this core's L3
+        share, and there are at least as many chunks as cores to share out."""
+        p, m = self.pat, self.machine
+        kc = min(kc, p.k.size)
+        mt, nt = math.ceil(p.m.size / blk.mr), math.ceil(p.n.size / blk.nr)
+        tiles = max(1, min(mt, m.l2 // 2 // (kc * blk.mr * 4)))
+        panels = max(1, min(nt, m.l3 // 2 // (kc * blk.nr * 4),
+                            math.ceil(nt / max(1, m.cores))))
+        return tiles, panels
+
     def chunk_panels(self, blk: GemmBlock) -> int:
         """N panels per chunk of the M-outer order: all of them while B fits in half of L2,
         else as many as fill a quarter of it (the rest: A, the output and residual streaming
         by, which evict a B of most of L2 before the next M tile reads it again).
         Chunks of fewer than CHUNK_MIN_PANELS panels would be the N-outer order in disguise
         (a deep K: GEMM 1024 measured 1.3x slower so): B is then not chunked."""
-        p = self.pat
+        p, l2 = self.pat, self.machine.l2
         nt = math.ceil(p.n.size / blk.nr)
         panel = p.k.size * blk.nr * 4
-        chunk = L2 // 4 // panel
-        return nt if nt * panel <= L2 // 2 or chunk < CHUNK_MIN_PANELS else chunk
+        chunk = l2 // 4 // panel
+        return nt if nt * panel <= l2 // 2 or chunk < CHUNK_MIN_PANELS else chunk
 
     def _padding_copy(self) -> float:
         """Seconds of the copy of an unpadded result into a padded output: a contiguous
         vector copy per image row (ResNet-50's 64->64 1x1 at 56: 0.06-0.08 ms for 200k
         floats, which made its direct schedule slower than pixel mode's padded stores)."""
         p = self.pat
-        lanes = self.target.vector_lanes_f32  # type: ignore[attr-defined]
+        lanes = self.target.vector_lanes_f32
         return p.batch.size * p.m.size * p.n.size * PACK_CONTIGUOUS_CYCLES * \
-            LINE_FLOATS / lanes / CORE_GHZ
+            self.line_floats / lanes / self.machine.hz
 
     def stores_padded(self, config: Config) -> bool:
         """Whether pixel mode's tiles store straight into a padded output: each tile within
@@ -840,44 +890,44 @@ class GemmSpace(ScheduleSpace):
         weights from L1 across a block's tiles, but measured no faster than one call per
         tile: the model leaves that reuse out.)"""
         p, blk, w = self.pat, self.block(config), self.pixel_window(config)
+        m, line = self.machine, self.line_floats
         M, K, B = p.m.size, p.k.size, p.batch.size
         tiling = PixelTiling.of(w, blk.mr)
         tiles = tiling.tiles
         nt = math.ceil(M / blk.nr)
         # whole tiles of m_full rows (all MR but in images of short rows), short ones of `tail`
         row_steps = (tiles - tiling.tails) * tiling.m_full / _fma_rate(
-            GemmBlock(tiling.m_full, blk.nv, blk.lanes))
+            GemmBlock(tiling.m_full, blk.nv, blk.lanes), m)
         if tiling.tails:
             row_steps += tiling.tails * tiling.tail / _fma_rate(
-                GemmBlock(tiling.tail, blk.nv, blk.lanes))
+                GemmBlock(tiling.tail, blk.nv, blk.lanes), m)
         compute = row_steps * nt * blk.nr * K
         seg = min(blk.mr, w.out_row)
         # the lines the tile's pixels span, at most one per pixel (channels-last rows)
-        lines = tiling.g * min((seg - 1) * w.col_stride + LINE_FLOATS,
-                               seg * LINE_FLOATS) / LINE_FLOATS
+        lines = tiling.g * min((seg - 1) * w.col_stride + line, seg * line) / line
         # k steps closer than a line (a stem's filter width, channels-last) revisit the same
         # lines
-        lines *= min(1.0, w.run_stride / LINE_FLOATS)
-        traffic = tiles * nt * K * (blk.nr * 4 + lines * 64) / BW_PIXELS
+        lines *= min(1.0, w.run_stride / line)
+        traffic = tiles * nt * K * (blk.nr * 4 + lines * m.line) / (PIXELS_RATE * m.l2_bandwidth)
         t = max(compute, traffic) + STALL * traffic
         kc = int(config["kc"])  # type: ignore[call-overload]
         if kc < K:
             calls = tiles * nt * (K // w.run_extent) * math.ceil(w.run_extent / kc)
-            t += calls * (blk.mr * blk.nr * 8 / BW_L1 + PIXELS_CALL_CYCLES / CORE_GHZ)
+            t += calls * (blk.mr * blk.nr * 8 / m.l1_bandwidth + PIXELS_CALL_CYCLES / m.hz)
         # the transposed stores write parts of lines across the output: lines are read for
         # ownership and written back, from memory when the output outgrows L2; then the
         # epilogue's pass
         out_bytes = M * w.rows * w.out_row * 4
-        t += out_bytes * 2 / (BW_L2 if out_bytes <= L2 else BW_MEM)
+        t += out_bytes * 2 / (m.l2_bandwidth if out_bytes <= m.l2 else m.memory_bandwidth)
         if p.out_begin is not None and not self.stores_padded(config):
             t += self._padding_copy() / B
         if w is not self.pixels:  # the padding copy transposes
             assert self.pixels_cl is not None
-            t += math.prod(self.pixels_cl.copy.shape) / B * CHANNELS_LAST_COPY_CYCLES / CORE_GHZ
+            t += math.prod(self.pixels_cl.copy.shape) / B * CHANNELS_LAST_COPY_CYCLES / m.hz
         if self.fused_epilogue is None:  # not fused into the micro-kernel: a pass in place
-            t += out_bytes * 2 / BW_L2
+            t += out_bytes * 2 / m.l2_bandwidth
         elif self.fused_epilogue.residual is not None:  # read next to the stores
-            t += out_bytes / (BW_L2 if out_bytes <= L2 else BW_MEM)
+            t += out_bytes / (m.l2_bandwidth if out_bytes <= m.l2 else m.memory_bandwidth)
         return B * t
 
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
@@ -887,10 +937,13 @@ class GemmSpace(ScheduleSpace):
         n = self.window.size if config["b"] == "window" and self.window else p.n.size
         tiles = p.batch.size * (math.ceil(n / blk.nr) if config["parallel"] == "n"
                                 else math.ceil(p.m.size / blk.mr))
+        if config["parallel"] == "blocked":
+            nt = math.ceil(n / blk.nr)
+            tiles = p.batch.size * math.ceil(nt / self.blocking(blk, int(config["kc"]))[1])
         if config["b"] == "pixels":  # the parallel loop runs over channel tiles x blocks
             tiles = p.batch.size * math.ceil(p.m.size / blk.nr) * PixelTiling.of(
                 self.pixel_window(config), blk.mr).blocks
-        threads = max(1, os.cpu_count() or 1)
+        threads = self.machine.cores
         if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
             threads = 1
         return t * math.ceil(tiles / threads) / tiles
@@ -903,7 +956,7 @@ class GemmSpace(ScheduleSpace):
 def _accumulates_line_pitched(n: int, nr: int, parallel: str) -> bool:
     """Whether N tiles run on different threads ("n" order, several) on a row pitch that is
     not a whole number of cache lines: they then accumulate in a line-pitched scratch."""
-    return bool(n % LINE_FLOATS) and parallel == "n" and math.ceil(n / nr) > 1
+    return bool(n % LINE_FLOATS) and parallel != "m" and math.ceil(n / nr) > 1
 
 
 def _set_conflicts(stride: int, rows: int) -> bool:
@@ -1071,7 +1124,7 @@ class _Builder:
               and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
             self.ld = _round_up(N, LINE_FLOATS)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
-        lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
+        lanes = self.s.target.vector_lanes_f32
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
                               for t in p.pre if id(t) in self.bufs]
         if self.cl is not None:
@@ -1280,6 +1333,26 @@ class _Builder:
                 body.append(self._epilogue(bvars, bflat, _c(0), _c(M), jo * blk.nr,
                                            te.minimum(_c(blk.nr), _c(N) - jo * blk.nr)))
             stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
+        elif par == "blocked":
+            # GotoBLAS's order: chunks of N panels (parallel) > K blocks > M blocks > N panels
+            # > M tiles (GemmSpace.blocking)
+            tiles, panels = self.s.blocking(blk, self.kc)
+            jc, mb = te.Var("jc"), te.Var("mb")
+            j0, i0 = jc * panels, mb * tiles
+            jn = te.minimum(_c(panels), _c(self.nt) - j0)
+            i_n = te.minimum(_c(tiles), _c(self.mt) - i0)
+            body = []
+            if self.b_mode == "pack":
+                body.append(For(jo, jn, "serial", self._pack_stage("b", bflat, bvars, j0 + jo)))
+            body.append(k_blocks(lambda k0, kl, acc: For(
+                mb, _c(math.ceil(self.mt / tiles)), "serial", For(jo, jn, "serial", For(
+                    io, i_n, "serial", tile_call(i0 + io, j0 + jo, k0, kl, acc))))))
+            if fused is None:
+                n0 = j0 * blk.nr
+                body.append(self._epilogue(bvars, bflat, _c(0), _c(M), n0,
+                                           te.minimum(_c(panels * blk.nr), _c(N) - n0)))
+            stages.append(self._fused_loop(bflat, jc, nb, math.ceil(self.nt / panels),
+                                           outer_kind, Seq(body)))
         else:
             # M tiles outermost within chunks of N panels that stay in L2 across them
             # (GemmSpace.chunk_panels); one chunk when all of B fits
@@ -1401,7 +1474,7 @@ class _Builder:
         nt = self.ct
         f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
         bflat = f // (nt * nblk)
-        if M * K * 4 <= PIXELS_CHANNELS_INNER_MAX_WEIGHTS:
+        if M * K * 4 <= self.s.machine.l2 // 2:
             # all the weights stay in L2: the channel tiles of one block of pixels run back
             # to back, reusing its input lines from L1/L2 instead of re-reading the input
             jo, blk_i = f % nt, f // nt % nblk
@@ -1488,7 +1561,7 @@ class _Builder:
         top, left = cl.top, cl.left
         nb, hp, wp, c = cl.copy.shape
         h, w = cl.source.shape[2:]
-        lanes = self.s.target.vector_lanes_f32  # type: ignore[attr-defined]
+        lanes = self.s.target.vector_lanes_f32
         dst, xb = self.bufs[id(cl.copy)], self.bufs[id(cl.source)]
         b, r, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_c", "cb_w"))
 
@@ -1740,10 +1813,10 @@ def _unclamped(ix: te.Expr) -> te.Expr:
     return ix
 
 
-def _fma_rate(blk: GemmBlock) -> float:
-    """Vector multiply-adds per second the micro-kernel sustains on cache-resident operands:
-    the core's peak, lowered when the block loads too much per FMA."""
-    peak = CORE_GHZ * FMA_UNITS * blk.lanes
+def _fma_rate(blk: GemmBlock, m: Machine) -> float:
+    """Multiply-adds per second the micro-kernel sustains on cache-resident operands: the
+    core's peak, lowered when the block loads too much per FMA."""
+    peak = m.hz * m.fma_per_cycle * blk.lanes
     return peak * min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
 
 

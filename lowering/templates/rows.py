@@ -28,6 +28,7 @@ from lowering import loop_ir, te
 from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
 from lowering.lower import combine, stages_of
+from lowering.machine import Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 I64 = "int64"
@@ -35,8 +36,6 @@ ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint
             "bool": 1}
 # Rows shorter than this are not worth a template (the default schedule does as well).
 MIN_ROW = 8
-# cycles per step of a reduction's final combine (a float add or a NaN-aware max)
-COMBINE_LATENCY = 4
 
 
 def _c(v: int) -> te.Const:
@@ -221,8 +220,8 @@ def _find_reuse(plan: RowPlan, stages: list[te.Tensor]) -> None:
 
 # the schedule space ------------------------------------------------------------------------
 
-def lanes_of(target: object, dtype: str) -> int:
-    bits = getattr(target, "vector_bits", 128)
+def lanes_of(target: Target, dtype: str) -> int:
+    bits = target.vector_bits
     return max(1, bits // (8 * ITEMSIZE[dtype]))
 
 
@@ -231,7 +230,7 @@ class RowTemplate:
 
     @staticmethod
     def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-              consts: Sequence[np.ndarray | None], target: object) -> RowSpace | None:
+              consts: Sequence[np.ndarray | None], target: Target) -> RowSpace | None:
         plan = analyze(outputs)
         if plan is None:
             return None
@@ -242,7 +241,7 @@ class RowSpace(ScheduleSpace):
     kind = "rows"
 
     def __init__(self, inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
-                 consts: Sequence[np.ndarray | None], target: object, plan: RowPlan) -> None:
+                 consts: Sequence[np.ndarray | None], target: Target, plan: RowPlan) -> None:
         super().__init__(inputs, outputs, consts, target)
         self.plan = plan
         self.knobs = [
@@ -269,7 +268,7 @@ class RowSpace(ScheduleSpace):
         call costs ~10 vector ops, a reduction with one accumulator waits on its latency, and
         its final combine (accumulators one after another, then the lanes, `_lane_steps`) is
         a chain of latencies that rows taken together overlap."""
-        lanes = lanes_of(self.target, "float32")
+        lanes, m = lanes_of(self.target, "float32"), self.target.machine
         acc = int(config["accumulators"])  # type: ignore[call-overload]
         reuse = bool(config.get("reuse", False))
         together = _RowBuilder.together_of(self.plan, config)
@@ -282,10 +281,10 @@ class RowSpace(ScheduleSpace):
             per_vec = 1 + 10 * calls + (4 / acc if s.reduce is not None else 0)
             cycles += n / lanes * per_vec
             if s.reduce is not None:
-                cycles += COMBINE_LATENCY * (acc + _lane_steps(s.reduce, lanes)) / together
+                cycles += m.fma_latency * (acc + _lane_steps(s.reduce, lanes)) / together
         chunk = int(config["rows_per_chunk"])  # type: ignore[call-overload]
         cycles += 20 / chunk  # per-chunk loop overhead
-        return self.plan.rows * cycles / 2.5e9
+        return self.plan.rows * cycles / m.hz
 
 
 def _math_in_reduction(plan: RowPlan) -> bool:

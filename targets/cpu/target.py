@@ -1,16 +1,24 @@
-"""CPU targets as data: triple, CPU name, features, vector width, registers.
+"""CPU targets as data: triple, CPU name, instruction sets, and the machine model
+(`lowering.machine.Machine`: vector unit, caches, bandwidths, cores) the cost models read.
 
-Schedules and the code generator read these fields; nothing tests a target's name.
+Named targets carry documented machines; `cpu` is this machine: its LLVM CPU name and features,
+its caches from sysfs, its core count, and the rest from the known core it is (or from
+`aotc calibrate`'s measurements, see `targets/cpu/calibrate.py`). Schedules and the code
+generator read these fields; nothing tests a target's name.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import llvmlite.binding as llvm
 
 from aotc.errors import AotcError
+from lowering.machine import MACHINES, Machine
 
 # x86 features the bundle checks at create time with __builtin_cpu_supports (names it knows).
 _RUNTIME_CHECKED = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl")
@@ -22,13 +30,21 @@ class CpuTarget:
     triple: str
     cpu: str
     features: str  # LLVM feature string, "+avx2,+fma,..."
-    vector_bits: int  # width the schedules plan for
-    vector_registers: int
     runtime_features: tuple[str, ...]  # checked by the bundle before it runs a kernel
+    machine: Machine
+
+    @property
+    def vector_bits(self) -> int:
+        """The vector width schedules plan for."""
+        return self.machine.vector_bits
+
+    @property
+    def vector_registers(self) -> int:
+        return self.machine.vector_registers
 
     @property
     def vector_lanes_f32(self) -> int:
-        return self.vector_bits // 32
+        return self.machine.lanes_f32
 
     @property
     def is_x86(self) -> bool:
@@ -39,6 +55,9 @@ class CpuTarget:
         """Whether x * 2^n is one vector instruction (AVX-512's vscalefps, which `llvm.ldexp`
         becomes); elsewhere LLVM would turn `llvm.ldexp` into `ldexpf` calls."""
         return self.is_x86 and "avx512f" in enabled_features(self.features)
+
+    def with_machine(self, machine: Machine) -> CpuTarget:
+        return dataclasses.replace(self, machine=machine)
 
 
 @functools.cache
@@ -52,6 +71,81 @@ def enabled_features(features: str) -> set[str]:
     return {f[1:] for f in features.split(",") if f.startswith("+")}
 
 
+# LLVM CPU names -> the known core whose machine model a host of that kind starts from
+_X86_512 = {"znver4": "znver4", "znver5": "znver4"}
+_X86_256 = {"znver1": "znver3", "znver2": "znver3", "znver3": "znver3"}
+_ARM = {"neoverse-n1": "neoverse-n1", "neoverse-n2": "neoverse-n1",
+        "neoverse-v1": "neoverse-n1", "neoverse-v2": "neoverse-n1"}
+
+
+def known_core(triple: str, cpu: str, features: set[str]) -> Machine:
+    """The documented machine closest to a CPU (by LLVM name, else by vector unit)."""
+    if triple.startswith(("aarch64", "arm64")):
+        return MACHINES[_ARM.get(cpu, "generic-aarch64")]
+    if "avx512f" in features:
+        return MACHINES[_X86_512.get(cpu, "cascadelake")]
+    base = MACHINES[_X86_256.get(cpu, "generic-avx2")]
+    if "avx2" in features and "fma" in features:
+        return base
+    return dataclasses.replace(base, vector_bits=128, fma_per_cycle=1)  # SSE only
+
+
+def _sysfs_caches(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[str, int]:
+    """Data cache sizes of cpu0 from sysfs: l1, l2 and l3 (this core's share) and line bytes;
+    what cannot be read is left out."""
+    found: dict[str, int] = {}
+    try:
+        entries = sorted(root.glob("index*"))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            level = int((entry / "level").read_text())
+            kind = (entry / "type").read_text().strip()
+            size = _size((entry / "size").read_text().strip())
+            line = int((entry / "coherency_line_size").read_text())
+            sharing = _count_cpus((entry / "shared_cpu_list").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        if kind not in ("Data", "Unified") or not 1 <= level <= 3 or size <= 0:
+            continue
+        found[f"l{level}"] = size // max(1, sharing) if level == 3 else size
+        found["line"] = line
+    return found
+
+
+def _size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+
+
+def _count_cpus(text: str) -> int:
+    """How many CPUs a sysfs list names ("0-3,8" -> 5)."""
+    count = 0
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        count += int(hi) - int(lo) + 1 if hi else 1
+    return count
+
+
+def host_machine(triple: str, cpu: str, features: str) -> Machine:
+    """This machine's model: the known core it is, with its vector unit, its caches and its
+    core count as read here."""
+    on = enabled_features(features)
+    base = known_core(triple, cpu, on)
+    if triple.startswith("x86_64"):
+        bits = 512 if "avx512f" in on else 256 if "avx2" in on else 128
+        regs = 32 if "avx512f" in on else 16
+    else:
+        bits, regs = 128, 32
+    caches = _sysfs_caches()
+    return dataclasses.replace(
+        base, name=cpu or base.name, vector_bits=bits, vector_registers=regs,
+        l1=caches.get("l1", base.l1), l2=caches.get("l2", base.l2),
+        l3=caches.get("l3", base.l3), line=caches.get("line", base.line),
+        cores=max(1, os.cpu_count() or 1))
+
+
 @functools.cache
 def host_target() -> CpuTarget:
     _init_llvm()
@@ -59,30 +153,36 @@ def host_target() -> CpuTarget:
     cpu = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
     on = enabled_features(features)
-    if triple.startswith("x86_64"):
-        bits = 512 if "avx512f" in on else 256 if "avx2" in on else 128
-        regs = 32 if "avx512f" in on else 16
-    else:
-        bits, regs = 128, 32
     runtime = tuple(f for f in _RUNTIME_CHECKED if f in on) if triple.startswith("x86_64") else ()
-    return CpuTarget("cpu", triple, cpu, features, bits, regs, runtime)
+    return CpuTarget("cpu", triple, cpu, features, runtime, host_machine(triple, cpu, features))
 
 
+_X86 = "x86_64-unknown-linux-gnu"
+_AARCH64 = "aarch64-unknown-linux-gnu"
 _AVX2_FEATURES = "+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+popcnt,+sse4.2,+lzcnt,+movbe"
+_AVX512_FEATURES = _AVX2_FEATURES + ",+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512cd"
+_AVX2_CHECKED = ("avx", "avx2", "fma")
+_AVX512_CHECKED = (*_AVX2_CHECKED, "avx512f", "avx512bw", "avx512dq", "avx512vl")
 
 NAMED_TARGETS: dict[str, CpuTarget] = {
-    "cpu-avx2": CpuTarget(
-        "cpu-avx2", "x86_64-unknown-linux-gnu", "haswell", _AVX2_FEATURES, 256, 16,
-        ("avx", "avx2", "fma"),
-    ),
-    "cpu-avx512": CpuTarget(
-        "cpu-avx512", "x86_64-unknown-linux-gnu", "skylake-avx512",
-        _AVX2_FEATURES + ",+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512cd", 512, 32,
-        ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"),
-    ),
-    "aarch64": CpuTarget(
-        "aarch64", "aarch64-unknown-linux-gnu", "generic", "+neon,+fp-armv8", 128, 32, (),
-    ),
+    # any x86-64 CPU with AVX2 and FMA (Intel since Haswell, AMD since Zen)
+    "cpu-avx2": CpuTarget("cpu-avx2", _X86, "haswell", _AVX2_FEATURES, _AVX2_CHECKED,
+                          MACHINES["generic-avx2"]),
+    # any x86-64 CPU with AVX-512 F/BW/DQ/VL (Intel Xeon since Skylake-SP, AMD since Zen 4)
+    "cpu-avx512": CpuTarget("cpu-avx512", _X86, "skylake-avx512", _AVX512_FEATURES,
+                            _AVX512_CHECKED, MACHINES["cascadelake"]),
+    "skylake-avx512": CpuTarget("skylake-avx512", _X86, "skylake-avx512", _AVX512_FEATURES,
+                                _AVX512_CHECKED, MACHINES["cascadelake"]),
+    "zen3": CpuTarget("zen3", _X86, "znver3", _AVX2_FEATURES, _AVX2_CHECKED,
+                      MACHINES["znver3"]),
+    "zen4": CpuTarget("zen4", _X86, "znver4", _AVX512_FEATURES, _AVX512_CHECKED,
+                      MACHINES["znver4"]),
+    # any AArch64 CPU (NEON)
+    "aarch64": CpuTarget("aarch64", _AARCH64, "generic", "+neon,+fp-armv8", (),
+                         MACHINES["generic-aarch64"]),
+    "neoverse-n1": CpuTarget("neoverse-n1", _AARCH64, "neoverse-n1",
+                             "+neon,+fp-armv8,+fullfp16,+dotprod", ("fullfp16", "dotprod"),
+                             MACHINES["neoverse-n1"]),
 }
 
 

@@ -1,0 +1,132 @@
+"""The machine model every cost model reads: a CPU's vector unit, caches, memory and cores.
+
+A target (`targets/cpu/target.py`) carries one. Named targets document their values below;
+`--target cpu` reads this machine's (cache sizes from sysfs, the vector unit from its
+instruction sets, the rest from the table of known cores or from `aotc calibrate`). Cost models
+take clocks, capacities and bandwidths from it and from nowhere else, so that a kernel's
+schedule is chosen for the CPU it will run on, and a bundle's bytes depend only on the model,
+the flags and the target.
+
+Bandwidths are what one core streams from each level with every core busy (bytes per second);
+`cores` is how many threads a bundle's parallel loops are ranked for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str  # the core's microarchitecture, e.g. "cascadelake", "znver3"
+    ghz: float  # sustained clock under vector load
+    vector_bits: int  # the widest vector the kernels use
+    vector_registers: int
+    fma_per_cycle: float  # vector FMA instructions issued per cycle at vector_bits
+    fma_latency: int  # cycles before an FMA's (or add's) result can be used
+    loads_per_cycle: float  # vector loads per cycle
+    l1: int  # data cache bytes per core
+    l2: int
+    l3: int  # this core's share of the last level
+    line: int  # cache line bytes
+    l1_bandwidth: float
+    l2_bandwidth: float
+    l3_bandwidth: float
+    memory_bandwidth: float
+    cores: int
+
+    @property
+    def lanes_f32(self) -> int:
+        return self.vector_bits // 32
+
+    @property
+    def hz(self) -> float:
+        return self.ghz * 1e9
+
+    @property
+    def peak_flops(self) -> float:
+        """fp32 floating-point operations per second of one core (an FMA is two)."""
+        return self.hz * self.fma_per_cycle * self.lanes_f32 * 2
+
+    def bandwidth(self, resident_bytes: float) -> float:
+        """The rate at which a working set of `resident_bytes` is re-read: from the smallest
+        level it fits in."""
+        if resident_bytes <= self.l1:
+            return self.l1_bandwidth
+        if resident_bytes <= self.l2:
+            return self.l2_bandwidth
+        if resident_bytes <= self.l3:
+            return self.l3_bandwidth
+        return self.memory_bandwidth
+
+    def with_cores(self, cores: int) -> Machine:
+        return dataclasses.replace(self, cores=cores)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "machine file") -> Machine:
+        data = json.loads(text)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        missing = fields - set(data)
+        if missing:
+            raise ValueError(f"{where} lacks {', '.join(sorted(missing))}")
+        return cls(**{k: data[k] for k in fields})
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(self.to_json())
+
+
+class Target(Protocol):
+    """What lowering reads of a target (targets/*/target.py): names for the tuning log, the
+    vector unit, and the machine model."""
+
+    name: str
+    cpu: str
+    machine: Machine
+
+    @property
+    def vector_bits(self) -> int: ...
+
+    @property
+    def vector_lanes_f32(self) -> int: ...
+
+    @property
+    def vector_registers(self) -> int: ...
+
+
+KIB, MIB = 1 << 10, 1 << 20
+
+# Documented values of the cores aotc knows by name. Clocks are sustained all-core vector
+# clocks; bandwidths per core with all cores streaming. Sources: the vendors' optimization
+# manuals (vector units, latencies, caches) and aotc's own measurements where one was made
+# (benchmarks/RESULTS.md): the Cascade Lake figures are those the GEMM cost model was fitted
+# to, the Zen 3 and Zen 4 clocks come from `benchmarks/peak.py` on 2-core cloud instances.
+MACHINES: dict[str, Machine] = {
+    # Intel Skylake-SP / Cascade Lake Xeon Gold: AVX-512, two 512-bit FMA units
+    "cascadelake": Machine("cascadelake", 2.5, 512, 32, 2, 4, 2, 32 * KIB, 1 * MIB,
+                           1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4),
+    # any x86-64 core with AVX2 and FMA: the Cascade Lake rates the cost models were fitted
+    # with, at 256 bits and 16 registers (the choices they make for AVX2 code were measured on
+    # Zen 3 hosts and on AVX2 code run by AVX-512 hosts, benchmarks/RESULTS.md)
+    "generic-avx2": Machine("generic-avx2", 2.5, 256, 16, 2, 4, 2, 32 * KIB, 1 * MIB,
+                            1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4),
+    # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores
+    "znver3": Machine("znver3", 3.2, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
+                      200e9, 100e9, 60e9, 18e9, 4),
+    # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle)
+    "znver4": Machine("znver4", 3.65, 512, 32, 1, 4, 1, 32 * KIB, 1 * MIB, 4 * MIB, 64,
+                      230e9, 115e9, 60e9, 20e9, 4),
+    # Arm Neoverse N1 (Graviton2, Ampere Altra): NEON, two 128-bit FMA pipes
+    "neoverse-n1": Machine("neoverse-n1", 2.5, 128, 32, 2, 4, 2, 64 * KIB, 1 * MIB, 512 * KIB,
+                           64, 80e9, 60e9, 30e9, 10e9, 4),
+    # a conservative AArch64 core (Cortex-A72 class): NEON, one 128-bit FMA per cycle
+    "generic-aarch64": Machine("generic-aarch64", 2.0, 128, 32, 1, 4, 1, 32 * KIB, 256 * KIB,
+                               512 * KIB, 64, 32e9, 24e9, 12e9, 6e9, 4),
+}
