@@ -1,4 +1,5 @@
-"""The `aotc` command: optimize (compile to a bundle), verify (against onnxruntime), inspect."""
+"""The `aotc` command: optimize (compile to a bundle), verify (against onnxruntime), inspect,
+calibrate (measure this machine for the cost models)."""
 
 from __future__ import annotations
 
@@ -156,6 +157,7 @@ def optimize(
     name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
     weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
     disable_pass: Annotated[list[str] | None, typer.Option("--disable-pass", help="Switch a graph pass off (repeatable)")] = None,
+    machine: Annotated[Path | None, typer.Option(help="Machine file (from `aotc calibrate`) whose model the schedules are chosen for, instead of the target's own")] = None,
     tune: Annotated[float, typer.Option(help="Seconds to spend measuring kernel schedules on this machine (0 = the cost model picks)")] = 0.0,
     tuning_log: Annotated[Path | None, typer.Option(help="Tuning log to reuse and extend (default when tuning: ~/.cache/aotc/tuning.jsonl)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
@@ -174,7 +176,8 @@ def optimize(
             tuner = make_tuner(tune, tuning_log, _TuneDisplay(progress), warn=err.print)
             result = optimize_model(
                 model, output, input_shapes=input_shape or [], target=target, threads=threads,
-                name=name, weights_format=weights, disabled_passes=disable_pass or [],
+                machine=machine, name=name, weights_format=weights,
+                disabled_passes=disable_pass or [],
                 run_stage=stages.run, log=(err.print if verbose else None), tuner=tuner,
             )
         table = Table(title=f"aotc: {model.name} → {output}/", show_header=False)
@@ -290,6 +293,43 @@ def inspect(
                 out.print(Text(f"  {name}: {kind}"))
         if not d.unsupported and not d.unbound and not d.not_tensors:
             out.print("[green]ready to compile[/]")
+
+
+@app.command()
+def calibrate(
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Write the machine file here instead of the user's cache (then `aotc optimize --machine FILE` reads it)")] = None,
+    seconds: Annotated[float, typer.Option(min=0.02, help="Seconds per probe run")] = 0.2,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Measure this machine (FMA peak, bandwidth per cache level, each GEMM micro-kernel) into
+    the machine model `--target cpu` compiles for."""
+    with _user_errors(verbose):
+        from targets.cpu.calibrate import calibrate as measure
+        from targets.cpu.calibrate import machine_file_path
+        from targets.cpu.target import host_target
+
+        host = host_target()
+        table = Table(title=f"aotc calibrate: {host.cpu}, {host.machine.cores} cores")
+        table.add_column("measured")
+        table.add_column("figure")
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=err,
+                      transient=True) as progress:
+            task = progress.add_task("measuring")
+
+            def report(what: str, figure: str) -> None:
+                table.add_row(what, figure)
+                progress.update(task, description=f"measured {what}")
+
+            machine = measure(host, report, seconds=seconds)
+        path = output or machine_file_path(host.cpu)
+        try:
+            machine.save(path)
+        except OSError as e:
+            raise AotcError(f"cannot write the machine file: {e.strerror or e}",
+                            file=str(path)) from None
+        out.print(table)
+        out.print(f"machine file: {path}" + ("" if output else
+                                            " (read by --target cpu from now on)"))
 
 
 def main() -> None:

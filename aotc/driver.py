@@ -148,6 +148,7 @@ def compile_file(
     input_shapes: list[str] | dict[str, tuple[int, ...]],
     target: str = "cpu",
     threads: int = 0,
+    machine: Path | None = None,
     name: str = "model",
     disabled_passes: list[str] | None = None,
     run_stage: StageRunner = _plain_stage,
@@ -166,6 +167,10 @@ def compile_file(
     if threads < 0:
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
     tgt = get_target(target)
+    if machine is not None:
+        from targets.cpu.calibrate import load_machine_file
+
+        tgt = tgt.with_machine(load_machine_file(machine))
     graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
                          run_stage=run_stage, log=log)
     nodes_after = len(list(graph.graph))
@@ -194,6 +199,7 @@ def optimize_model(
     input_shapes: list[str] | dict[str, tuple[int, ...]],
     target: str = "cpu",
     threads: int = 0,
+    machine: Path | None = None,
     name: str = "model",
     weights_format: str = "incbin",
     disabled_passes: list[str] | None = None,
@@ -212,8 +218,8 @@ def optimize_model(
     check_output_folder(output, sources=[model])
     nodes_before = count_nodes(model)
     program, nodes_after = compile_file(
-        model, input_shapes=input_shapes, target=target, threads=threads, name=name,
-        disabled_passes=disabled_passes, run_stage=run_stage, log=log, tuner=tuner)
+        model, input_shapes=input_shapes, target=target, threads=threads, machine=machine,
+        name=name, disabled_passes=disabled_passes, run_stage=run_stage, log=log, tuner=tuner)
     try:
         run_stage("write bundle", lambda: write_bundle(program, output, weights_format))
     except OSError as e:

@@ -1,6 +1,6 @@
 """The machine's fp32 peak, measured: what "% of peak" in bench_ops divides by.
 
-Method. `peak_fma.c` is compiled with the system compiler (`cc -O2 -march=native -pthread`), so it
+Method. `targets/cpu/probes.c` (its `fma` probe) is compiled with the system compiler (`cc -O2 -march=native -pthread`), so it
 uses the widest vector FMA the machine has (AVX-512 here: 16 lanes). Each thread runs NACC
 independent chains `acc[k] = acc[k] * m + a` (24 chains with AVX-512, 12 otherwise) for a fixed
 time; the chains are independent, so with NACC >= FMA latency x FMA units (4 x 2 = 8 on Cascade
@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE))
 
 from table import print_rows  # noqa: E402
 
-SOURCE = HERE / "peak_fma.c"
+SOURCE = HERE.parent / "targets" / "cpu" / "probes.c"
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Peak:
 
 @functools.cache
 def _binary(lanes: int | None) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="aotc_peak_")) / "peak_fma"
+    out = Path(tempfile.mkdtemp(prefix="aotc_peak_")) / "probes"
     cmd = ["cc", "-O2", "-march=native", "-pthread", "-o", str(out), str(SOURCE)]
     if lanes is not None:
         cmd.insert(3, f"-DFORCE_LANES={lanes}")
@@ -62,7 +62,7 @@ def measure_peak(threads: int = 1, reps: int = 5, seconds: float = 0.3,
     """Best of `reps` runs of `threads` FMA threads, `seconds` each."""
     best: Peak | None = None
     for _ in range(reps):
-        out = subprocess.run([str(_binary(lanes)), str(threads), str(seconds)], check=True,
+        out = subprocess.run([str(_binary(lanes)), "fma", str(threads), str(seconds)], check=True,
                              capture_output=True, text=True).stdout.split()
         width, chains, n, flops, wall, on_cpu = (int(out[0]), int(out[1]), int(out[2]),
                                                  float(out[3]), float(out[4]), float(out[5]))

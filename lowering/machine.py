@@ -38,6 +38,9 @@ class Machine:
     l3_bandwidth: float
     memory_bandwidth: float
     cores: int
+    # measured by `aotc calibrate`: each GEMM register block ("6x4") and the fraction of the
+    # peak it sustains on cache-resident operands; the GEMM cost model estimates the others
+    block_efficiency: tuple[tuple[str, float], ...] = ()
 
     @property
     def lanes_f32(self) -> int:
@@ -69,14 +72,34 @@ class Machine:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2) + "\n"
 
+    def efficiency_of(self, block: str) -> float | None:
+        return dict(self.block_efficiency).get(block)
+
     @classmethod
     def from_json(cls, text: str, where: str = "machine file") -> Machine:
         data = json.loads(text)
-        fields = {f.name for f in dataclasses.fields(cls)}
-        missing = fields - set(data)
+        if not isinstance(data, dict):
+            raise ValueError(f"{where} holds no JSON object")
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        missing = {n for n, f in fields.items()
+                   if f.default is dataclasses.MISSING and n not in data}
         if missing:
             raise ValueError(f"{where} lacks {', '.join(sorted(missing))}")
-        return cls(**{k: data[k] for k in fields})
+        values = {k: data[k] for k in fields if k in data}
+        values["block_efficiency"] = tuple((str(b), float(e))
+                                           for b, e in values.get("block_efficiency", ()))
+        for name in ("ghz", "fma_per_cycle", "loads_per_cycle", "l1_bandwidth", "l2_bandwidth",
+                     "l3_bandwidth", "memory_bandwidth"):
+            values[name] = float(values[name])
+            if not values[name] > 0:
+                raise ValueError(f"{where}: {name} must be positive")
+        for name in ("vector_bits", "vector_registers", "fma_latency", "l1", "l2", "l3", "line",
+                     "cores"):
+            if not isinstance(values[name], int) or values[name] <= 0:
+                raise ValueError(f"{where}: {name} must be a positive integer")
+        if values["vector_bits"] not in (128, 256, 512):
+            raise ValueError(f"{where}: vector_bits must be 128, 256 or 512")
+        return cls(**values)
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,11 +3,16 @@
 AOTC_TEST_HOST=cpu-avx2 (or another named target this machine runs) makes `host_target()`, and so
 `--target cpu`, mean that target in the tests: an AVX-512 machine then runs the suite as an
 AVX2-only host would. It is set before any test module imports the target module's names.
+A machine file from `aotc calibrate` in the user's cache is ignored (AOTC_NO_MACHINE_FILE).
 """
 
 from __future__ import annotations
 
 import os
+
+# the suite ignores a machine file `aotc calibrate` left in the user's cache (tests of it
+# set their own cache folder)
+os.environ.setdefault("AOTC_NO_MACHINE_FILE", "1")
 
 if os.environ.get("AOTC_TEST_HOST"):
     from targets.cpu import target as _target

@@ -1815,8 +1815,12 @@ def _unclamped(ix: te.Expr) -> te.Expr:
 
 def _fma_rate(blk: GemmBlock, m: Machine) -> float:
     """Multiply-adds per second the micro-kernel sustains on cache-resident operands: the
-    core's peak, lowered when the block loads too much per FMA."""
+    core's peak times the block's measured efficiency (`aotc calibrate`), else lowered when
+    the block loads too much per FMA."""
     peak = m.hz * m.fma_per_cycle * blk.lanes
+    measured = m.efficiency_of(f"{blk.mr}x{blk.nv}")
+    if measured is not None:
+        return peak * measured
     return peak * min(1.0, blk.intensity / EFF_INTENSITY) * EFF_MAX
 
 

@@ -56,7 +56,20 @@ class CpuTarget:
         becomes); elsewhere LLVM would turn `llvm.ldexp` into `ldexpf` calls."""
         return self.is_x86 and "avx512f" in enabled_features(self.features)
 
+    @property
+    def widest_vector_bits(self) -> int:
+        """The widest vector its instruction sets have."""
+        if not self.is_x86:
+            return 128
+        on = enabled_features(self.features)
+        return 512 if "avx512f" in on else 256 if "avx2" in on or "avx" in on else 128
+
     def with_machine(self, machine: Machine) -> CpuTarget:
+        """This target's instruction sets on another machine model (`--machine FILE`)."""
+        if machine.vector_bits > self.widest_vector_bits:
+            raise AotcError(f"the machine model '{machine.name}' plans {machine.vector_bits}-bit "
+                            f"vectors; target {self.name} has {self.widest_vector_bits}-bit ones",
+                            hint="calibrate on a machine of the target's kind")
         return dataclasses.replace(self, machine=machine)
 
 
@@ -154,7 +167,26 @@ def host_target() -> CpuTarget:
     features = llvm.get_host_cpu_features().flatten()
     on = enabled_features(features)
     runtime = tuple(f for f in _RUNTIME_CHECKED if f in on) if triple.startswith("x86_64") else ()
-    return CpuTarget("cpu", triple, cpu, features, runtime, host_machine(triple, cpu, features))
+    machine = host_machine(triple, cpu, features)
+    calibrated = _calibrated(cpu, machine)
+    return CpuTarget("cpu", triple, cpu, features, runtime, calibrated or machine)
+
+
+def _calibrated(cpu: str, read: Machine) -> Machine | None:
+    """The machine `aotc calibrate` measured here, if its file is in the user's cache and
+    describes this machine's vector unit and caches (else it is ignored: a stale file)."""
+    from targets.cpu.calibrate import machine_file_path
+
+    path = machine_file_path(cpu)
+    if os.environ.get("AOTC_NO_MACHINE_FILE") or not path.is_file():
+        return None
+    try:
+        m = Machine.from_json(path.read_text(), where=str(path))
+    except (OSError, ValueError, TypeError):
+        return None
+    same = (m.vector_bits, m.vector_registers, m.l1, m.l2, m.line) == \
+        (read.vector_bits, read.vector_registers, read.l1, read.l2, read.line)
+    return m if same else None
 
 
 _X86 = "x86_64-unknown-linux-gnu"

@@ -1,0 +1,116 @@
+"""`aotc calibrate` and machine files: the probes measure, the file round-trips, `--target cpu`
+and `--machine FILE` compile for the machine it describes, and bad files are user errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from aotc.errors import AotcError
+from lowering import te
+from lowering.machine import MACHINES, Machine
+from lowering.templates.gemm import GemmTemplate
+from targets.cpu.calibrate import fma_peak, load_machine_file, read_bandwidth
+from targets.cpu.target import NAMED_TARGETS
+
+ROOT = Path(__file__).resolve().parent.parent
+MLP = ROOT / "models" / "mlp.onnx"
+
+
+def _aotc(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "aotc", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+def test_probes_measure_positive_rates() -> None:
+    lanes, peak = fma_peak(reps=1, seconds=0.02)
+    assert lanes in (4, 8, 16) and peak > 1e9
+    small, big = read_bandwidth(16 << 10, seconds=0.02), read_bandwidth(64 << 20, seconds=0.05)
+    assert small > 1e9 and big > 1e8
+
+
+def test_machine_file_round_trip_and_refusals(tmp_path: Path) -> None:
+    m = dataclasses.replace(MACHINES["znver4"], block_efficiency=(("6x4", 0.9), ("14x2", 0.8)))
+    path = tmp_path / "m.json"
+    m.save(path)
+    assert load_machine_file(path) == m
+    data = json.loads(path.read_text())
+    for bad in ({**data, "l2": -1}, {**data, "vector_bits": 384}, {**data, "ghz": "fast"},
+                {k: v for k, v in data.items() if k != "l1"}, [1, 2]):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(AotcError, match="m.json"):
+            load_machine_file(path)
+    with pytest.raises(AotcError, match="cannot read"):
+        load_machine_file(tmp_path / "missing.json")
+    with pytest.raises(AotcError, match="512-bit"):
+        NAMED_TARGETS["cpu-avx2"].with_machine(MACHINES["znver4"])
+
+
+def _gemm_space(target):
+    a = te.placeholder((256, 512), "float32", "a")
+    b = te.placeholder((512, 256), "float32", "b")
+    r = te.reduce_axis(512, "r")
+    c = te.compute((256, 256), lambda i, j: te.reduce("sum", a[i, r.var] * b[r.var, j], [r]),
+                   name="mm")
+    return GemmTemplate.match([a, b], [c], [None, None], target)
+
+
+def test_measured_block_efficiency_drives_the_block_choice() -> None:
+    """A block the machine file measured slow is not chosen; one measured fast is."""
+    target = NAMED_TARGETS["cpu-avx512"]
+    chosen = _gemm_space(target).default_config()["block"]
+    slow = target.machine
+    slow = dataclasses.replace(slow, block_efficiency=((str(chosen), 0.2),))
+    assert _gemm_space(target.with_machine(slow)).default_config()["block"] != chosen
+    fast = dataclasses.replace(slow, block_efficiency=(("16x1", 0.99),) + tuple(
+        (f"{b.mr}x{b.nv}", 0.3) for b in _gemm_space(target).blocks if (b.mr, b.nv) != (16, 1)))
+    assert _gemm_space(target.with_machine(fast)).default_config()["block"] == "16x1"
+
+
+def test_calibrate_writes_a_machine_file_that_optimize_reads(tmp_path: Path) -> None:
+    path = tmp_path / "here.json"
+    proc = _aotc("calibrate", "-o", str(path), "--seconds", "0.02")
+    assert proc.returncode == 0, proc.stderr
+    m = load_machine_file(path)
+    assert m.peak_flops > 1e9 and m.l1_bandwidth > 0 and m.block_efficiency
+    assert all(0 < e < 1.5 for _, e in m.block_efficiency)
+    assert "FMA peak" in proc.stdout and "micro-kernel" in proc.stdout
+    proc = _aotc("optimize", str(MLP), "-o", str(tmp_path / "b"), "--machine", str(path))
+    assert proc.returncode == 0, proc.stderr
+    # --target cpu reads the file calibrate keeps in the user's cache
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache), "AOTC_NO_MACHINE_FILE": ""}
+    proc = _aotc("calibrate", "--seconds", "0.02", env=env)
+    assert proc.returncode == 0, proc.stderr
+    kept = next((cache / "aotc").glob("machine-*.json"))
+    probe = subprocess.run(
+        [sys.executable, "-c", "from targets.cpu.target import host_target; "
+         "print(host_target().machine.ghz)"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env})
+    assert float(probe.stdout) == load_machine_file(kept).ghz
+
+
+def test_bad_machine_file_is_a_user_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    proc = _aotc("optimize", str(MLP), "-o", str(tmp_path / "b"), "--machine", str(bad))
+    assert proc.returncode == 2 and "bad.json" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "b").exists()
+    znver4 = tmp_path / "zen4.json"
+    MACHINES["znver4"].save(znver4)
+    proc = _aotc("optimize", str(MLP), "-o", str(tmp_path / "b"), "--target", "cpu-avx2",
+                 "--machine", str(znver4))
+    assert proc.returncode == 2 and "512-bit" in proc.stderr
+
+
+def test_named_machines_are_consistent() -> None:
+    for name, m in MACHINES.items():
+        assert m.name == name and m.l1 < m.l2 and m.line == 64
+        assert m.l1_bandwidth >= m.l2_bandwidth >= m.l3_bandwidth >= m.memory_bandwidth
+        assert Machine.from_json(m.to_json()) == m
