@@ -140,12 +140,16 @@ MACHINES: dict[str, Machine] = {
     # Zen 3 hosts and on AVX2 code run by AVX-512 hosts, benchmarks/RESULTS.md)
     "generic-avx2": Machine("generic-avx2", 2.5, 256, 16, 2, 4, 2, 32 * KIB, 1 * MIB,
                             1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4),
-    # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores
+    # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores. The clock is
+    # benchmarks/peak.py's 103 GFLOP/s per core on a 2-core instance; the rates are the
+    # documented widths (two 32-byte loads from L1, 32 bytes per cycle from L2) at that clock,
+    # scaled as Zen 4's measured ones are to its widths: not yet calibrated on a Zen 3
     "znver3": Machine("znver3", 3.2, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
-                      200e9, 100e9, 60e9, 18e9, 4),
-    # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle)
-    "znver4": Machine("znver4", 3.65, 512, 32, 1, 4, 1, 32 * KIB, 1 * MIB, 4 * MIB, 64,
-                      230e9, 115e9, 60e9, 20e9, 4),
+                      180e9, 90e9, 70e9, 12e9, 4),
+    # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle);
+    # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance
+    "znver4": Machine("znver4", 3.56, 512, 32, 1, 4, 1, 32 * KIB, 1 * MIB, 4 * MIB, 64,
+                      205e9, 105e9, 85e9, 13e9, 4),
     # Arm Neoverse N1 (Graviton2, Ampere Altra): NEON, two 128-bit FMA pipes
     "neoverse-n1": Machine("neoverse-n1", 2.5, 128, 32, 2, 4, 2, 64 * KIB, 1 * MIB, 512 * KIB,
                            64, 80e9, 60e9, 30e9, 10e9, 4),

@@ -695,9 +695,7 @@ class GemmSpace(ScheduleSpace):
         compute = B * Mp * Np * K / _fma_rate(blk, m)
         kc = int(config["kc"])  # type: ignore[call-overload]
 
-        def bw(resident_bytes: int) -> float:
-            return m.l1_bandwidth if resident_bytes <= m.l1 else \
-                m.l2_bandwidth if resident_bytes <= m.l2 else m.memory_bandwidth
+        bw = m.bandwidth  # the rate of the smallest level a working set fits in
 
         a_bytes, b_bytes = Mp * K * 4, K * Np * 4
         # an epilogue the micro-kernel does not apply to the tile in registers re-reads the
