@@ -15,7 +15,8 @@ compiles with the schedules a tuning run recorded (`aotc optimize MODEL -o DIR -
                                       [--threads 1 2] [--tuning-log FILE] [--markdown]
                                       [--target cpu-avx2]
 
-`--big` adds ResNet-50, MobileNetV2 and the BERT-base-sized encoder (run make_big_models.py first).
+`--big` adds the full-size models of make_big_models.py (ResNet-50, MobileNetV2, the BERT-base-sized
+encoder, EfficientNet-B0, RegNetY-400MF, ViT-B/16; run it first).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from aotc.package.build import build_bundle  # noqa: E402
 from aotc.package.loaded import LoadedBundle  # noqa: E402
 
 BIG_DIR = ROOT / "benchmarks" / "models"
-BIG_NAMES = ("resnet50", "mobilenetv2", "bert_encoder")
+BIG_NAMES = ("resnet50", "mobilenetv2", "bert_encoder", "efficientnet_b0", "regnety_400mf", "vit_b16")
 
 
 def model_inputs(path: Path) -> list[np.ndarray]:

@@ -4,6 +4,12 @@
 - `mobilenetv2.onnx`: MobileNetV2 width 1.0, input [1, 3, 224, 224] (~14 MB).
 - `bert_encoder.onnx`: a BERT-base-sized encoder: 12 post-LN layers, hidden 768, 12 heads,
   FFN 3072 with erf GELU, input embeddings [1, 128, 768] (~340 MB).
+- `efficientnet_b0.onnx`: EfficientNet-B0's layout: MBConv blocks with swish (SiLU),
+  squeeze-excite and 3x3/5x5 depthwise convolutions, input [1, 3, 224, 224] (~21 MB).
+- `regnety_400mf.onnx`: RegNetY-400MF's layout: grouped 3x3 convolutions (8 channels per
+  group) with squeeze-excite, widths 48/104/208/440, input [1, 3, 224, 224] (~17 MB).
+- `vit_b16.onnx`: a ViT-B/16-sized encoder: 16x16 patches of a 224x224 image (197 tokens with
+  the class token), 12 pre-LN layers, hidden 768, 12 heads, MLP 3072 (~330 MB).
 
 They are written into `benchmarks/models/` (git-ignored; too large to commit).
 
@@ -137,10 +143,135 @@ class BertEncoder(nn.Module):
         return self.layers(x)
 
 
+# ---- EfficientNet-B0 -------------------------------------------------------------------------
+class SqueezeExcite(nn.Module):
+    def __init__(self, channels: int, squeezed: int, act: type[nn.Module]) -> None:
+        super().__init__()
+        self.reduce = nn.Conv2d(channels, squeezed, 1)
+        self.act = act()
+        self.expand = nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = nn.functional.adaptive_avg_pool2d(x, 1)
+        return x * torch.sigmoid(self.expand(self.act(self.reduce(s))))
+
+
+class MBConv(nn.Module):
+    def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.SiLU)]
+        layers += [conv_bn(hidden, hidden, k, stride, groups=hidden, act=nn.SiLU),
+                   SqueezeExcite(hidden, max(1, cin // 4), nn.SiLU),
+                   conv_bn(hidden, cout, 1, act=None)]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+# (expansion, kernel, stride of the first block, channels, blocks)
+EFFICIENTNET_B0_STAGES = ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2),
+                          (6, 3, 2, 80, 3), (6, 5, 1, 112, 3), (6, 5, 2, 192, 4),
+                          (6, 3, 1, 320, 1))
+
+
+class EfficientNetB0(nn.Module):
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn(3, 32, 3, 2, act=nn.SiLU)]
+        cin = 32
+        for t, k, s, c, n in EFFICIENTNET_B0_STAGES:
+            for b in range(n):
+                layers.append(MBConv(cin, c, k, s if b == 0 else 1, t))
+                cin = c
+        layers.append(conv_bn(cin, 1280, 1, act=nn.SiLU))
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(1280, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+# ---- RegNetY-400MF ----------------------------------------------------------------------------
+class RegNetYBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int, group_width: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            conv_bn(cin, cout, 1),
+            conv_bn(cout, cout, 3, stride, groups=cout // group_width),
+            SqueezeExcite(cout, max(1, cin // 4), nn.ReLU),
+            conv_bn(cout, cout, 1, act=None))
+        self.short = (conv_bn(cin, cout, 1, stride, act=None)
+                      if stride != 1 or cin != cout else nn.Identity())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.short(x))
+
+
+REGNETY_400MF_STAGES = ((48, 1), (104, 3), (208, 6), (440, 6))  # (width, blocks); stride 2 each
+
+
+class RegNetY400MF(nn.Module):
+    def __init__(self, classes: int = 1000, group_width: int = 8) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [conv_bn(3, 32, 3, 2)]
+        cin = 32
+        for width, blocks in REGNETY_400MF_STAGES:
+            for b in range(blocks):
+                layers.append(RegNetYBlock(cin, width, 2 if b == 0 else 1, group_width))
+                cin = width
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+# ---- ViT-B/16 ---------------------------------------------------------------------------------
+class PreNormLayer(nn.Module):
+    def __init__(self, d: int, heads: int, ff: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, ff), nn.GELU(), nn.Linear(ff, d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        h = self.heads
+        q, k, v = self.qkv(self.ln1(x)).reshape(b, s, 3, h, d // h).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d // h), dim=-1)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(b, s, d))
+        return x + self.mlp(self.ln2(x))
+
+
+class ViTB16(nn.Module):
+    def __init__(self, classes: int = 1000, layers: int = 12, d: int = 768, heads: int = 12,
+                 ff: int = 3072, image: int = 224, patch: int = 16) -> None:
+        super().__init__()
+        self.patches = nn.Conv2d(3, d, patch, patch)
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02)
+        self.pos = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, d) * 0.02)
+        self.layers = nn.Sequential(*(PreNormLayer(d, heads, ff) for _ in range(layers)))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t = self.patches(x).flatten(2).transpose(1, 2)
+        t = torch.cat([self.cls.expand(t.shape[0], -1, -1), t], dim=1) + self.pos
+        return self.head(self.ln(self.layers(t))[:, 0])
+
+
 BIG_MODELS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
     "resnet50": (ResNet50, (1, 3, 224, 224)),
     "mobilenetv2": (MobileNetV2, (1, 3, 224, 224)),
     "bert_encoder": (BertEncoder, (1, 128, 768)),
+    "efficientnet_b0": (EfficientNetB0, (1, 3, 224, 224)),
+    "regnety_400mf": (RegNetY400MF, (1, 3, 224, 224)),
+    "vit_b16": (ViTB16, (1, 3, 224, 224)),
 }
 
 

@@ -164,3 +164,37 @@ def test_conv_tables_match_the_models() -> None:
         assert _convs_run(*build(name)) == list(table), name
         total = sum(c.flops * c.count for c in table) / 1e9
         assert total == pytest.approx(gflops, rel=0.01)
+
+
+def test_big_models_have_their_architectures_sizes() -> None:
+    """bench_models knows every model make_big_models writes, and the three architectures added
+    for per-ISA benchmarks have their published multiply-add counts (convolutions and linear
+    layers): EfficientNet-B0 0.39 G, RegNetY-400MF 0.40 G, ViT-B/16 17.6 G (attention's two
+    products included)."""
+    torch = pytest.importorskip("torch")
+    from bench_models import BIG_NAMES
+    from make_big_models import BIG_MODELS, build
+
+    assert BIG_NAMES == tuple(BIG_MODELS)
+    for name, gmacs in (("efficientnet_b0", 0.39), ("regnety_400mf", 0.40), ("vit_b16", 17.6)):
+        model, x = build(name)
+        macs = 0
+
+        def conv(m, inputs, out):  # noqa: ANN001
+            nonlocal macs
+            macs += out.numel() * m.in_channels // m.groups * m.kernel_size[0] * m.kernel_size[1]
+
+        def linear(m, inputs, out):  # noqa: ANN001
+            nonlocal macs
+            macs += out.numel() * m.in_features
+
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                m.register_forward_hook(conv)
+            elif isinstance(m, torch.nn.Linear):
+                m.register_forward_hook(linear)
+        with torch.no_grad():
+            model(x)
+        if name == "vit_b16":  # q @ k^T and att @ v: 12 layers x 2 x 197^2 x 768
+            macs += 12 * 2 * 197 * 197 * 768
+        assert macs / 1e9 == pytest.approx(gmacs, rel=0.06), name
