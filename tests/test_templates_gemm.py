@@ -105,6 +105,48 @@ def test_conv_is_implicit_gemm():
     assert len(pat.pre) == 1  # the padded copy of the input
 
 
+def test_grouped_conv_is_a_batched_gemm():
+    """A grouped convolution (RegNet, ResNeXt: several channels per group) splits its channel
+    axis into the group, a batch axis both operands read, and the channel within it (M); the
+    weights are packed per group. Depthwise convolutions (one channel per group) stay with
+    their own template."""
+    ins, out, _ = general_conv(1, 48, 14, 14, 96, 3, 3, (1, 1, 1, 1), group=6)
+    pat = analyze([out])
+    assert pat is not None and pat.group is not None
+    assert (pat.batch.extents, pat.m.size, pat.n.size, pat.k.size) == ([1, 6], 16, 196, 72)
+    assert pat.a.tensor is ins[1]
+
+
+@pytest.mark.parametrize("c,h,k,kh,group,stride", [
+    (16, 9, 24, 3, 2, 1),    # two groups, 12 output channels each: ragged M tiles
+    (48, 14, 48, 3, 6, 2),   # RegNet's 8 channels per group, stride 2
+    (32, 16, 64, 1, 4, 1),   # a grouped 1x1 (ShuffleNet, ResNeXt)
+])
+def test_every_grouped_conv_schedule(c, h, k, kh, group, stride, run_target):
+    pads = (kh // 2,) * 4
+    ins, out, wv = general_conv(1, c, h, h, k, kh, kh, pads, stride=stride, group=group)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], run_target)
+    assert space is not None and space.pat.group is not None
+    xv, bv = rand(1, c, h, h), rand(k)
+    ref = general_conv_ref(xv, wv, bv, pads, stride, 1, group)
+    configs = all_configs(space)
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def test_grouped_conv_with_relu_against_ort():
+    """Through the whole compiler: Conv(group=4) + Relu, and a batch of 2."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 12, 12])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64, 6, 6])
+    inits = [numpy_helper.from_array(rand(64, 8, 3, 3), "w"), numpy_helper.from_array(rand(64), "b")]
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2],
+                              group=4),
+             helper.make_node("Relu", ["c"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    check_model(model, [rand(2, 32, 12, 12)])
+
+
 def test_no_match_for_depthwise_and_matvec():
     _, dw, _ = general_conv(1, 32, 20, 20, 32, 3, 3, (1, 1, 1, 1), group=32)
     assert analyze([dw]) is None

@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -178,6 +178,15 @@ class GemmPattern:
     # in, moved into this kernel by aotc/passes/pad_in_producer.py): the first element's
     # offset along each output axis; None when the output is the epilogue itself
     out_begin: tuple[int, ...] | None = None
+    # a grouped convolution (1 < groups, several channels per group): the product's channel
+    # axis split into a group (a batch axis both operands read) and the channel within it (M):
+    # {channel var: group * per_group + channel in group}; A, constant, is packed per group
+    split: dict[te.Var, te.Expr] = field(default_factory=dict)
+    group: te.Var | None = None
+
+    def axis_values(self, vmap: dict[te.Var, te.Expr]) -> dict[te.Var, te.Expr]:
+        """`vmap` (values of the batch, M and N axes) with the product's split axis added."""
+        return {**vmap, **{v: te.substitute(e, vmap) for v, e in self.split.items()}}
 
 
 @dataclass
@@ -269,6 +278,24 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     pre = [t for t in stages if t is not p and t not in after]
     spatial = [ax for ax in p.op.axes]  # type: ignore[union-attr]
     reduce_axes = list(red.axes)
+    init = red.init
+    split: dict[te.Var, te.Expr] = {}
+    group_var = None
+    grouped = _grouped_axis(spatial, body.a, body.b)
+    if grouped is not None:
+        pos, per_group, direct = grouped
+        ax = spatial[pos]
+        g = te.IterVar("g", ax.extent // per_group, "spatial")
+        kk = te.IterVar("kk", per_group, "spatial")
+        whole = g.var * per_group + kk.var
+        loads = [body.a, body.b]
+        loads = [te.substitute(ld, {ax.var: whole}) if i == direct
+                 else _replace_group_index(ld, ax.var, per_group, g.var)
+                 for i, ld in enumerate(loads)]
+        body = te.Binary("mul", loads[0], loads[1])
+        init = te.substitute(init, {ax.var: whole})
+        spatial = [*spatial[:pos], g, kk, *spatial[pos + 1:]]
+        split, group_var = {ax.var: whole}, g.var
 
     def uses(load: te.Load, v: te.Var) -> bool:
         return any(te.mentions(i, v) for i in load.indices)
@@ -298,17 +325,65 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     def group(axes: Sequence[te.IterVar]) -> Group:
         return Group([a.var for a in axes], [a.extent for a in axes])
 
+    if group_var is not None and not (group_var in [a.var for a in spatial[:j]]
+                                      and out_begin is None):
+        return None  # the group must be a batch axis; no padded output
     pat = GemmPattern(
         product=p, epilogue=epilogue, pre=pre, a=a_load, b=b_load,
         batch=group(spatial[:j]), m=group(spatial[j:i]), n=group(spatial[i:]),
-        k=group(reduce_axes), init=red.init, out_begin=out_begin,
+        k=group(reduce_axes), init=init, out_begin=out_begin, split=split, group=group_var,
     )
     if pat.m.size * pat.n.size * pat.k.size < MIN_MACS:
         return None
-    if (out_begin is not None and any(out_begin[:i])) or \
-            any(a != b for a, b in zip(outputs[0].shape[:i], p.shape[:i], strict=True)):
+    i_out = i - (1 if split else 0)  # the N axes' start among the product's own axes
+    if (out_begin is not None and any(out_begin[:i_out])) or \
+            any(a != b for a, b in zip(outputs[0].shape[:i_out], p.shape[:i_out], strict=True)):
         return None  # padding only along the pixels' axes
     return pat
+
+
+def _grouped_axis(spatial: Sequence[te.IterVar], a: te.Load, b: te.Load
+                  ) -> tuple[int, int, int] | None:
+    """A grouped convolution's channel axis: (its position, channels per group, which load
+    reads it whole). One load (the weights) indexes by the channel itself, the other (the
+    input) only through channel // per_group: its group."""
+    for pos, ax in enumerate(spatial):
+        for direct, other in ((0, b), (1, a)):
+            whole = (a, b)[direct]
+            if not (any(i is ax.var for i in whole.indices) and
+                    all(i is ax.var or not te.mentions(i, ax.var) for i in whole.indices)):
+                continue
+            divisors = _group_divisors(other, ax.var)
+            if divisors is None or len(divisors) != 1:
+                continue
+            per_group = divisors.pop()
+            if 1 < ax.extent // per_group and ax.extent % per_group == 0:
+                return pos, per_group, direct
+    return None
+
+
+def _group_divisors(e: te.Expr, v: te.Var) -> set[int] | None:
+    """The constants d of every `v // d` in `e`, or None if `v` occurs otherwise (or not)."""
+    found: set[int] = set()
+
+    def walk(x: te.Expr) -> bool:
+        if x is v:
+            return False
+        if isinstance(x, te.Binary) and x.op == "floordiv" and x.a is v and \
+                isinstance(x.b, te.Const):
+            found.add(int(x.b.value))
+            return True
+        return all(walk(c) for c in te.children(x))
+
+    return found if walk(e) and found else None
+
+
+def _replace_group_index(e: te.Expr, v: te.Var, per_group: int, group: te.Var) -> te.Expr:
+    """`e` with every `v // per_group` replaced by `group`."""
+    if isinstance(e, te.Binary) and e.op == "floordiv" and e.a is v and \
+            isinstance(e.b, te.Const) and int(e.b.value) == per_group:
+        return group
+    return te.map_children(e, lambda c: _replace_group_index(c, v, per_group, group))
 
 
 def _unpad(out: te.Tensor, p: te.Tensor, identity: bool = False
@@ -426,12 +501,12 @@ class GemmSpace(ScheduleSpace):
         b_modes = ["const"] if self.b_const is not None else (
             ["direct", "pack"] if self._direct_ok(pat.b, pat.n, need_unit=pat.n) else ["pack"])
         self.window = self._window_of(pat.b) if "direct" not in b_modes and \
-            self.a_const is not None and self.b_const is None else None
+            self.a_const is not None and self.b_const is None and pat.group is None else None
         if self.window is not None:
             b_modes.append("window")
         # "pixels": the convolution with the roles swapped, see _Builder._pixels_main
         self.pixels = self._conv_reading(pat.b) if self.a_const is not None and \
-            self.b_const is None else None
+            self.b_const is None and pat.group is None else None
         if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
         # pixel mode may copy a padded input channels-last (see _channels_last)
@@ -471,8 +546,8 @@ class GemmSpace(ScheduleSpace):
             return None
         for i, x in enumerate(self.inputs):
             if x is t and self.consts[i] is not None:
-                for v in self.pat.batch.vars:
-                    if any(te.mentions(ix, v) for ix in load.indices):
+                for v in self.pat.batch.vars:  # a grouped convolution's weights: per group
+                    if v is not self.pat.group and any(te.mentions(ix, v) for ix in load.indices):
                         return None
                 return i
         return None
@@ -1049,6 +1124,9 @@ class _Builder:
         s, p, blk = self.s, self.p, self.blk
         M, N, K = p.m.size, p.n.size, p.k.size
         self.mt, self.nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
+        # a grouped convolution's weights: one packed A per group
+        self.groups = dict(zip(p.batch.vars, p.batch.extents, strict=True))[p.group] \
+            if p.group is not None else 1
         # pixel mode: output-channel tiles of NR (its vectors hold channels, its rows pixels)
         self.ct = math.ceil(M / blk.nr)
         for i, t in enumerate(s.inputs):
@@ -1059,10 +1137,11 @@ class _Builder:
                 self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.ct,
                                                         self.pw.k_group)
             elif self.a_mode == "const" and i == s.a_const:
-                shape = (self.mt, K, blk.mr)
+                shape = (self.groups * self.mt, K, blk.mr)
                 self.transforms[i] = self._const_packer(
                     p.a, p.m, blk.mr, self.mt,
-                    s.window.k_group if self.b_mode == "window" else None)  # type: ignore[union-attr]
+                    s.window.k_group if self.b_mode == "window" else None,  # type: ignore[union-attr]
+                    grouped=True)
             if self.b_mode == "const" and i == s.b_const:
                 shape = (self.nt, K, blk.nr)
                 self.transforms[i] = self._const_packer(p.b, p.n, blk.nr, self.nt)
@@ -1139,21 +1218,28 @@ class _Builder:
 
     # constant packing at compile time -----------------------------------------------------------
     def _const_packer(self, load: te.Load, own: Group, r: int, tiles: int,
-                      k_group: Group | None = None):
+                      k_group: Group | None = None, grouped: bool = False):
+        """The compile-time packing of a constant operand into [tile][k][r] panels (for a
+        grouped convolution's weights, `grouped`: [group][tile][k][r])."""
         s = self.s
         K = self.p.k.size
         size = own.size
         flat_expr_vars = (te.Var("of"), te.Var("kf"))
         flat = s._flat(load, own, *flat_expr_vars, k_group=k_group)
 
+        groups, group = (self.groups, self.p.group) if grouped else (1, None)
+
         def pack(arr: np.ndarray) -> np.ndarray:
-            of = np.arange(tiles * r).reshape(tiles, 1, r)
-            kf = np.arange(K).reshape(1, K, 1)
+            of = np.arange(tiles * r).reshape(1, tiles, 1, r)
+            kf = np.arange(K).reshape(1, 1, K, 1)
             valid = of < size
-            idx = evaluate(flat, {flat_expr_vars[0]: np.minimum(of, size - 1),
-                                   flat_expr_vars[1]: kf})
-            vals = arr.reshape(-1)[np.broadcast_to(idx, (tiles, K, r))]
-            return np.where(valid, vals, 0).astype(np.float32)
+            env: dict[te.Var, object] = {flat_expr_vars[0]: np.minimum(of, size - 1),
+                                         flat_expr_vars[1]: kf}
+            if group is not None:
+                env[group] = np.arange(groups).reshape(groups, 1, 1, 1)
+            idx = evaluate(flat, env)
+            vals = arr.reshape(-1)[np.broadcast_to(idx, (groups, tiles, K, r))]
+            return np.where(valid, vals, 0).astype(np.float32).reshape(groups * tiles, K, r)
 
         return pack
 
@@ -1173,7 +1259,9 @@ class _Builder:
             const_i = self.s.b_const
         if mode == "const":
             buf = self.bufs[id(self.s.inputs[const_i])]  # type: ignore[index]
-            return BufPtr(buf, tile * (K * r) + k0 * r), _c(1), _c(r)
+            if which == "a" and p.group is not None:  # this group's packed weights
+                tile = bvars[p.group] * self.mt + tile
+            return BufPtr(buf, simplify_index(tile * (K * r) + k0 * r)), _c(1), _c(r)
         if mode == "pack":
             assert packed is not None
             return BufPtr(packed, (bidx * self.mt_or_nt(which) + tile) * (K * r) + k0 * r), \
@@ -1715,13 +1803,12 @@ class _Builder:
         """epilogue(acc + init) at output row `mi` and N axes `n_vmap`; None when it is the
         identity on the accumulator."""
         p = self.p
-        vmap = {**bvars, **p.m.unflatten(mi), **n_vmap}
+        vmap = p.axis_values({**bvars, **p.m.unflatten(mi), **n_vmap})
         init = p.init
         has_init = not (isinstance(init, te.Const) and float(init.value) == 0.0)
         conv = _Converter(self.bufs)
         if has_init:
-            acc = acc + simplify_loads(conv(te.substitute(init, {
-                ax.var: vmap[ax.var] for ax in p.product.op.axes})))  # type: ignore[union-attr]
+            acc = acc + simplify_loads(conv(te.substitute(init, vmap)))
         if p.epilogue is None:
             return acc if has_init or self.acc is not self.out else None
         e = p.epilogue
