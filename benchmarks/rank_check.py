@@ -30,9 +30,9 @@ from table import print_rows  # noqa: E402
 
 from lowering import te  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
-from lowering.search.measure import Measurer  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate  # noqa: E402
 from targets.cpu.calibrate import load_machine_file  # noqa: E402
+from targets.cpu.measure import Measurer  # noqa: E402
 from targets.cpu.target import get_target  # noqa: E402
 
 

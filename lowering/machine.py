@@ -108,7 +108,7 @@ class Machine:
 
 class Target(Protocol):
     """What lowering reads of a target (targets/*/target.py): names for the tuning log, the
-    vector unit, and the machine model."""
+    vector unit, the machine model, and a way to measure kernels where it runs."""
 
     name: str
     cpu: str
@@ -122,6 +122,14 @@ class Target(Protocol):
 
     @property
     def vector_registers(self) -> int: ...
+
+    def runs_here(self) -> bool:
+        """Whether this machine runs the target's code (for measuring it)."""
+        ...
+
+    def measurer(self, space: object, *, seed: int = 0, samples: int = 5) -> object:
+        """A `lowering.search.measure.KernelMeasurer` of `space`'s kernels on this machine."""
+        ...
 
 
 KIB, MIB = 1 << 10, 1 << 20

@@ -18,8 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from lowering import te
+from lowering.intrinsics import GemmBlock
 from lowering.loop_ir import LOOP_KINDS
-from targets.cpu.microkernels import GemmBlock
 
 
 class ScheduleError(Exception):

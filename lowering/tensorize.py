@@ -14,9 +14,9 @@ from itertools import permutations
 
 from lowering import te
 from lowering.affine import normalize
+from lowering.intrinsics import GemmBlock
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call
 from lowering.schedule import Loop, ScheduleError
-from targets.cpu.microkernels import GemmBlock
 
 I64 = "int64"
 

@@ -12,8 +12,8 @@ from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Kernel
 from lowering.lower import lower_kernel
 from lowering.schedule import StageSchedule
-from lowering.search.measure import kernel_arguments, kernel_function, link_serial
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
+from targets.cpu.measure import kernel_arguments, kernel_function, link_serial
 from targets.cpu.target import host_target
 
 

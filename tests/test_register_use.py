@@ -12,8 +12,9 @@ import re
 
 import pytest
 
+from lowering.intrinsics import GemmBlock, gemm_blocks
 from targets.cpu.codegen import optimized_module
-from targets.cpu.microkernels import GemmBlock, gemm_blocks, routine_ir
+from targets.cpu.microkernels import routine_ir
 from targets.cpu.target import NAMED_TARGETS, target_machine
 
 LABEL = re.compile(r"^(\.?L\w+):")

@@ -7,11 +7,11 @@ import pytest
 from kernel_harness import run_kernel
 
 from lowering import te
+from lowering.intrinsics import gemm_blocks
 from lowering.loop_ir import Call, For, Kernel, Prefetch, Seq, Stmt, Store, format_kernel
 from lowering.lower import lower_schedule
 from lowering.schedule import Schedule, ScheduleError
 from targets.cpu.codegen import ModuleBuilder
-from targets.cpu.microkernels import gemm_blocks
 from targets.cpu.target import host_target
 
 RNG = np.random.default_rng(0)

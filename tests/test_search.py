@@ -32,10 +32,10 @@ from lowering.search.anneal import (
     space_size,
 )
 from lowering.search.default_space import DefaultSpace
-from lowering.search.measure import Measurer
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.search.tuner import Tuner
 from lowering.search.tuning_log import TuningLog, space_hash
+from targets.cpu.measure import Measurer
 from targets.cpu.target import NAMED_TARGETS, host_target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -340,8 +340,8 @@ def test_measurer_times_each_distinct_kernel_once():
     import numpy as np
 
     from lowering.ops import OPS, OpContext
-    from lowering.search.measure import Measurer
     from lowering.templates.gemm import GemmTemplate
+    from targets.cpu.measure import Measurer
 
     x = te.placeholder((1, 64, 6, 6), "float32", "x")
     w = te.placeholder((32, 64, 3, 3), "float32", "w")

@@ -16,6 +16,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from program_runner import check_model, check_node  # noqa: E402
 
 from lowering import te  # noqa: E402
+from lowering.intrinsics import CONV_PREFIX, GemmBlock, conv_routine, gemm_blocks  # noqa: E402
 from lowering.loop_ir import (  # noqa: E402
     BufLoad,
     Call,
@@ -27,16 +28,10 @@ from lowering.loop_ir import (  # noqa: E402
     map_exprs,
 )
 from lowering.ops import OPS, OpContext  # noqa: E402
-from lowering.search.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
-from targets.cpu.microkernels import (  # noqa: E402
-    CONV_PREFIX,
-    GemmBlock,
-    conv_routine,
-    gemm_blocks,
-    routine_ir,
-)
+from targets.cpu.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
+from targets.cpu.microkernels import routine_ir  # noqa: E402
 from targets.cpu.target import NAMED_TARGETS, host_target  # noqa: E402
 
 RNG = np.random.default_rng(1)

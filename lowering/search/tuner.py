@@ -26,7 +26,7 @@ from lowering.search.anneal import (
     random_config,
     space_size,
 )
-from lowering.search.measure import Measurement, Measurer, runs_on_host, same_outputs
+from lowering.search.measure import Measurement, same_outputs
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuning_log import TuningLog, space_hash
 
@@ -89,9 +89,9 @@ class Tuner:
         if self.budget <= 0 or not spaces:
             return
         target = spaces[0].target
-        if not runs_on_host(target):
+        if not target.runs_here():
             raise AotcError(f"--tune measures kernels on this machine, which cannot run code for "
-                            f"target '{getattr(target, 'name', target)}'",
+                            f"target '{target.name}'",
                             hint="tune with --target cpu (or a target this CPU supports), or "
                                  "drop --tune")
         groups: dict[str, tuple[ScheduleSpace, int]] = {}
@@ -121,7 +121,7 @@ class Tuner:
     def _tune_one(self, space: ScheduleSpace, key: str, share: float, index: int, count: int,
                   t0: float) -> None:
         label = label_of(space)
-        measurer = Measurer(space, seed=self.seed)
+        measurer = space.target.measurer(space, seed=self.seed)
         reference: list[Measurement] = []
         default = space.default_config()
 

@@ -40,6 +40,7 @@ import numpy as np
 from lowering import te
 from lowering.affine import evaluate, normalize, simplify_index
 from lowering.default_schedule import default_schedule
+from lowering.intrinsics import GemmBlock, conv_routine, gemm_blocks, transpose_routine
 from lowering.loop_ir import (
     Buffer,
     BufLoad,
@@ -59,13 +60,6 @@ from lowering.lower import _Converter, lower_stage, stages_of
 from lowering.machine import Machine, Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.tensorize import epilogue_args
-from targets.cpu.microkernels import (
-    LINE_FLOATS,
-    GemmBlock,
-    conv_routine,
-    gemm_blocks,
-    transpose_routine,
-)
 
 I64 = "int64"
 # Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
@@ -614,7 +608,7 @@ class GemmSpace(ScheduleSpace):
         t = p.b.tensor
         lanes = self.target.vector_lanes_f32
         if t.op is None or t.op.inline or t not in p.pre or len(t.shape) != 4 or \
-                t.shape[1] < LINE_FLOATS or t.shape[1] % lanes or \
+                t.shape[1] < self.line_floats or t.shape[1] % lanes or \
                 isinstance(t.op.body, te.Reduce) or self.pixels is None or \
                 self.pixels.col_stride < 2 or t.shape[2] * t.shape[3] < CHANNELS_LAST_MIN_PLANE:
             return None
@@ -953,7 +947,7 @@ class GemmSpace(ScheduleSpace):
         if self.fused_epilogue is None or config["b"] == "window":
             return False
         return not _accumulates_line_pitched(self.pat.n.size, self.block(config).nr,
-                                             str(config["parallel"]))
+                                             str(config["parallel"]), self.line_floats)
 
     def _pixels_cost(self, config: Config) -> float:
         """Pixel mode: the FMA work of the tiles (a short one by a shorter micro-kernel),
@@ -1026,10 +1020,10 @@ class GemmSpace(ScheduleSpace):
         return _Builder(self, config, name).build()
 
 
-def _accumulates_line_pitched(n: int, nr: int, parallel: str) -> bool:
+def _accumulates_line_pitched(n: int, nr: int, parallel: str, line_floats: int) -> bool:
     """Whether N tiles run on different threads ("n" order, several) on a row pitch that is
     not a whole number of cache lines: they then accumulate in a line-pitched scratch."""
-    return bool(n % LINE_FLOATS) and parallel != "m" and math.ceil(n / nr) > 1
+    return bool(n % line_floats) and parallel != "m" and math.ceil(n / nr) > 1
 
 
 def _set_conflicts(stride: int, rows: int) -> bool:
@@ -1193,13 +1187,14 @@ class _Builder:
         # line: with a pitch like 196 floats, the tiles' edges share lines that the threads
         # store to on every K block (false sharing measured 3x slower at 2 threads).
         self.acc, self.ld = self.out, N
+        line = s.line_floats
         if self.win is not None:  # the virtual-column output
             self.nt = math.ceil(self.win.size / blk.nr)
-            self.ld = _round_up(self.win.size, LINE_FLOATS)
+            self.ld = _round_up(self.win.size, line)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
-        elif (_accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]))
+        elif (_accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]), line)
               and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
-            self.ld = _round_up(N, LINE_FLOATS)
+            self.ld = _round_up(N, line)
             self.acc = self._add("float32", (nb, M, self.ld), "scratch")
         lanes = self.s.target.vector_lanes_f32
         stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
@@ -1342,8 +1337,8 @@ class _Builder:
             # the next tile's run of this row, one tile ahead: each k row is a stream of its
             # own (a plane apart), more streams than the hardware prefetchers follow
             ahead = [Prefetch(value.buf, simplify_index(te.substitute(
-                value.index, {inner: _c(r + line * LINE_FLOATS)})))
-                for line in range(math.ceil(r / LINE_FLOATS))]
+                value.index, {inner: _c(r + line * self.s.line_floats)})))
+                for line in range(math.ceil(r / self.s.line_floats))]
             body = Seq([*ahead, body])
         if wrap is not None:
             body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
@@ -1590,7 +1585,7 @@ class _Builder:
             x_tile = base + oh0 * w.row + ow0 * w.col_stride
             out_off = (bflat * M + jo * blk.nr) * P + pixel_offset(oh0, ow0)
             # a tile within one output row whose pixels lie less than a line apart
-            near = g == 1 and (rows - 1) * w.col_stride < LINE_FLOATS
+            near = g == 1 and (rows - 1) * w.col_stride < self.s.line_floats
             routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes), near)
             valid = [_c(rows), _c(rows), n_valid]
             finish = self._fused_args(fused, jo * blk.nr, out_off)

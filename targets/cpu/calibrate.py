@@ -98,9 +98,9 @@ def block_efficiency(target, blocks: list[str] | None = None,
     """Each register block's GEMM throughput on cache-resident operands, as a fraction of the
     target's peak: a GEMM of 8 M tiles x 4 N panels, K 256, B constant, one K block."""
     from lowering import te
-    from lowering.search.measure import Measurer, runs_on_host
+    from lowering.intrinsics import gemm_blocks
     from lowering.templates.gemm import GemmTemplate
-    from targets.cpu.microkernels import gemm_blocks
+    from targets.cpu.measure import Measurer, runs_on_host
 
     if not runs_on_host(target):
         raise AotcError(f"cannot measure {target.name}'s micro-kernels on this machine")

@@ -1,38 +1,32 @@
-"""Micro-kernels: target routines that tensorized loop nests call (loop_ir.Call).
+"""The CPU target's implementation of lowering's intrinsics (`lowering/intrinsics.py`: their
+shapes, names and calling conventions): the routines that tensorized loop nests call
+(loop_ir.Call), written in LLVM IR.
 
 Two families share one register-block shape. The convolution kernel (`_ConvWriter`, below)
 adds tap loops around the k loop, reads its rows as output pixels of a convolution input and
-stores the tile transposed after a fused epilogue. The GEMM kernel is the register-blocked
-outer product
+stores the tile transposed after a fused epilogue. The GEMM kernel holds the MR x NV
+accumulators in vector registers for the whole k loop: per k it loads NV vectors of one B row
+and broadcasts MR elements of A into fused multiply-adds. It is written with explicit vector
+types, so the same text serves AVX-512 (16 lanes), AVX2 (8) and NEON (4).
 
-    C[r, j] (+)= sum_k A[r, k] * B[k, j]      r < MR, j < NR = NV vectors of the target
-
-with the MR x NV accumulators held in vector registers for the whole k loop: per k it loads NV
-vectors of one B row and broadcasts MR elements of A into fused multiply-adds. It is written in
-LLVM IR with explicit vector types, so the same text serves AVX-512 (16 lanes), AVX2 (8) and
-NEON (4); the block shape is chosen per target from its register count (`gemm_blocks`).
-
-Arguments, all int64 strides counted in elements:
-    a, a_rs, a_ks   A[r, k] at a + r*a_rs + k*a_ks (packed A: a_rs = 1, a_ks = MR)
-    b, b_ks         B[k, 0:NR] contiguous at b + k*b_ks (packed B: b_ks = NR)
-    c, ldc          C[r, 0:NR] at c + r*ldc
-    k               reduction length
-    m_valid, n_valid  the part of the MR x NR tile that exists (edge tiles); rows past m_valid
-                    read row m_valid-1 of A and are not stored; columns past n_valid are masked
-    accumulate      1: add into C; 0: overwrite C
 The routines are `internal alwaysinline`: at a call site whose strides are constants, LLVM folds
 the address arithmetic into the loads.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+from lowering.intrinsics import (
+    GemmBlock,
+    conv_routine,
+    parse_conv_routine,
+    parse_gemm_routine,
+    parse_transpose_routine,
+    transpose_routine,
+)
 from targets.cpu.target import CpuTarget
 
-GEMM_PREFIX = "aotc_gemm_f32_"
 # How many k steps ahead the micro-kernel prefetches B rows.
 PREFETCH_ROWS = 8
 # How many k steps ahead the convolution micro-kernel prefetches its weight panel (one
@@ -45,86 +39,12 @@ PREFETCH_WEIGHT_STEPS = 32
 # 32 steps 1.07-1.34x slower).
 PREFETCH_PIXEL_STEPS = 8
 LINE_FLOATS = 16  # floats per 64-byte cache line
-CONV_PREFIX = "aotc_conv_f32_"
-_CONV_NAME = re.compile(r"^aotc_conv_f32_(\d+)x(\d+)v(\d+)(n?)$")
-TRANSPOSE_PREFIX = "aotc_transpose_f32_v"
-_TRANSPOSE_NAME = re.compile(r"^aotc_transpose_f32_v(\d+)$")
-_GEMM_NAME = re.compile(r"^aotc_gemm_f32_(\d+)x(\d+)v(\d+)$")
-
-
-@dataclass(frozen=True)
-class GemmBlock:
-    """A register block: MR rows x NV vectors of `lanes` floats."""
-
-    mr: int
-    nv: int
-    lanes: int
-
-    @property
-    def nr(self) -> int:
-        return self.nv * self.lanes
-
-    @property
-    def routine(self) -> str:
-        return f"{GEMM_PREFIX}{self.mr}x{self.nv}v{self.lanes}"
-
-    @property
-    def intensity(self) -> float:
-        """Fused multiply-adds per value loaded from cache in one k step."""
-        return self.mr * self.nv / (self.mr + self.nv)
-
-
-def gemm_blocks(target: CpuTarget, limit: int = 6) -> list[GemmBlock]:
-    """Register blocks that fit the target's vector registers, best arithmetic intensity first.
-
-    The accumulators take MR*NV registers, one B row NV more, and the broadcast A element one
-    (LLVM broadcasts it once into a register for the NV FMAs that use it; NEON loads A into a
-    register as well).
-    """
-    lanes = target.vector_lanes_f32
-    regs = target.vector_registers
-    spare = 1
-    out = []
-    for nv in range(1, 7):  # per width, the tallest block that fits
-        mr = min(16, (regs - nv - spare) // nv)
-        if mr >= 1:
-            out.append(GemmBlock(mr, nv, lanes))
-    out.sort(key=lambda b: (-round(b.intensity, 3), -b.nr))
-    return out[:limit]
-
-
-def parse_gemm_routine(name: str) -> GemmBlock | None:
-    m = _GEMM_NAME.match(name)
-    if not m:
-        return None
-    return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-
-
-def parse_conv_routine(name: str) -> tuple[GemmBlock, bool] | None:
-    """The block of a convolution micro-kernel's name, and whether it is the `near` variant."""
-    m = _CONV_NAME.match(name)
-    if not m:
-        return None
-    return GemmBlock(int(m.group(1)), int(m.group(2)), int(m.group(3))), bool(m.group(4))
-
-
-def conv_routine(blk: GemmBlock, near: bool = False) -> str:
-    """Name of the convolution micro-kernel with register block `blk` (see _ConvWriter); `near`:
-    its callers' tiles read pixels less than a line apart from first to last, so the input
-    prefetch covers them from the first and last row alone."""
-    return f"{CONV_PREFIX}{blk.mr}x{blk.nv}v{blk.lanes}" + ("n" if near else "")
-
-
-def transpose_routine(lanes: int) -> str:
-    """Name of the block-transposing copy for `lanes`-float vectors (see _TransposeWriter)."""
-    return f"{TRANSPOSE_PREFIX}{lanes}"
 
 
 def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     """LLVM IR text defining routine `name`, and the declarations it needs."""
-    t = _TRANSPOSE_NAME.match(name)
-    if t is not None:
-        lanes = int(t.group(1))
+    lanes = parse_transpose_routine(name)
+    if lanes is not None:
         if lanes != target.vector_lanes_f32:
             raise KeyError(f"{name} is for {lanes}-lane vectors; {target.name} has "
                            f"{target.vector_lanes_f32}")

@@ -64,6 +64,16 @@ class CpuTarget:
         on = enabled_features(self.features)
         return 512 if "avx512f" in on else 256 if "avx2" in on or "avx" in on else 128
 
+    def runs_here(self) -> bool:
+        from targets.cpu.measure import runs_on_host
+
+        return runs_on_host(self)
+
+    def measurer(self, space, *, seed: int = 0, samples: int = 5):
+        from targets.cpu.measure import Measurer
+
+        return Measurer(space, seed=seed, samples=samples)
+
     def with_machine(self, machine: Machine) -> CpuTarget:
         """This target's instruction sets on another machine model (`--machine FILE`)."""
         if machine.vector_bits > self.widest_vector_bits:

@@ -1,0 +1,156 @@
+"""Measure candidate kernels on this machine (the CPU target's side of the tuner's
+`KernelMeasurer`, lowering/search/measure.py): several configurations of one space compiled
+into one module (one LLVM and one cc run per batch), linked with a serial `aotc_parallel_for`,
+run on random inputs through ctypes; the median time of each and its outputs (to check them).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from lowering.loop_ir import Kernel, format_kernel
+from lowering.search.measure import Measurement
+from lowering.search.space import BuiltKernel, Config, ScheduleSpace
+from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
+from targets.cpu.target import CpuTarget, host_target
+
+_SERIAL_RUNTIME = r"""
+#include <stdint.h>
+void aotc_parallel_for(void *ctx, void (*body)(void *, int64_t, int64_t), void *env, int64_t n) {
+    (void)ctx;
+    /* split in uneven chunks so that tests catch bodies that ignore lo */
+    int64_t mid = n / 3;
+    if (mid > 0) body(env, 0, mid);
+    body(env, mid, n);
+}
+"""
+
+NP_DTYPE = {"float32": np.float32, "float64": np.float64, "int64": np.int64,
+            "int32": np.int32, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+
+
+def link_serial(kernel_object: bytes) -> ctypes.CDLL:
+    """The kernel object linked with a serial aotc_parallel_for into a loaded shared library."""
+    with tempfile.TemporaryDirectory(prefix="aotc_k_") as d:
+        tmp = Path(d)
+        (tmp / "k.o").write_bytes(kernel_object)
+        (tmp / "rt.c").write_text(_SERIAL_RUNTIME)
+        subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp / "k.so"), str(tmp / "rt.c"),
+                        str(tmp / "k.o"), "-lm"], check=True)
+        return ctypes.CDLL(str(tmp / "k.so"))  # stays mapped after the file is gone
+
+
+def kernel_arguments(kernel: Kernel, inputs: Sequence[np.ndarray]
+                     ) -> tuple[list[np.ndarray], ctypes.Array]:
+    """An array per kernel buffer (the inputs in the buffer's dtype, zeroed outputs and scratch)
+    and the `bufs` pointer array of the kernel ABI; keep the arrays alive while calling."""
+    arrays = []
+    for i, b in enumerate(kernel.buffers):
+        if i < len(inputs):
+            arrays.append(np.asarray(inputs[i], dtype=NP_DTYPE[b.dtype], order="C"))
+        else:
+            arrays.append(np.zeros(b.shape, dtype=NP_DTYPE[b.dtype]))
+    return arrays, (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+
+
+def kernel_function(lib: ctypes.CDLL, name: str):
+    fn = getattr(lib, name)
+    fn.restype = ctypes.c_int32
+    return fn
+
+
+def runs_on_host(target: object) -> bool:
+    """Whether kernels for `target` can run here (same architecture, no feature missing)."""
+    host = host_target()
+    if not isinstance(target, CpuTarget):
+        return False
+    if target.triple.split("-")[0] != host.triple.split("-")[0]:
+        return False
+    have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
+    need = {f[1:] for f in target.features.split(",") if f.startswith("+")}
+    return need <= have
+
+
+class Measurer:
+    """Runs configurations of one space; inputs are drawn once so that all see the same data."""
+
+    def __init__(self, space: ScheduleSpace, *, seed: int = 0, sample_seconds: float = 2e-3,
+                 samples: int = 5) -> None:
+        self.space = space
+        self.sample_seconds = sample_seconds
+        self.samples = samples
+        self._seen: dict[str, Measurement] = {}  # canonical kernel text -> its measurement
+        rng = np.random.default_rng(seed)
+        self.inputs: list[np.ndarray] = []
+        for t, const in zip(space.inputs, space.consts, strict=True):
+            if const is not None:
+                self.inputs.append(np.asarray(const))
+            elif t.dtype in ("float32", "float64"):
+                self.inputs.append(rng.standard_normal(t.shape).astype(NP_DTYPE[t.dtype]))
+            else:  # integers may be indices: 0 is in range for every axis
+                self.inputs.append(np.zeros(t.shape, dtype=NP_DTYPE[t.dtype]))
+
+    def measure(self, configs: Sequence[Config]) -> list[Measurement]:
+        """One measurement per configuration. Configurations that build the same kernel (knob
+        values a space ignores in some modes) are compiled and timed once, in this call or an
+        earlier one."""
+        built_all = [self.space.build(c, "cand") for c in configs]
+        texts = [format_kernel(b.kernel, canonical=True) for b in built_all]
+        fresh: dict[str, BuiltKernel] = {}
+        for t, b in zip(texts, built_all, strict=True):
+            if t not in self._seen and t not in fresh:
+                fresh[t] = b
+        if fresh:
+            for t, m in zip(fresh, self._measure(list(fresh.values())), strict=True):
+                self._seen[t] = m
+        return [self._seen[t] for t in texts]
+
+    def _measure(self, built: list[BuiltKernel]) -> list[Measurement]:
+        for i, b in enumerate(built):
+            b.kernel.name = f"cand{i}"
+        mb = ModuleBuilder(self.space.target)  # type: ignore[arg-type]
+        for b in built:
+            mb.add_kernel(b.kernel)
+        obj, _ = optimize_and_emit(mb.text(), self.space.target)  # type: ignore[arg-type]
+        lib = link_serial(obj)
+        runs = [self._prepare(lib, b) for b in built]
+        # samples interleaved across candidates: a burst of load elsewhere on the machine then
+        # slows all of them, not the one that happened to run during it
+        times: list[list[float]] = [[] for _ in runs]
+        for _ in range(self.samples):
+            for i, (call, reps, _) in enumerate(runs):
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    call()
+                times[i].append((time.perf_counter() - t0) / reps)
+        return [Measurement(statistics.median(t), outs) for t, (_, _, outs) in zip(times, runs,
+                                                                                    strict=True)]
+
+    def _prepare(self, lib: ctypes.CDLL, built: BuiltKernel
+                 ) -> tuple[Callable[[], None], int, list[np.ndarray]]:
+        """A call of the candidate on bound arguments, its repetitions per sample, and its
+        outputs (from a first call, which also warms the caches)."""
+        kernel: Kernel = built.kernel
+        inputs = [built.const_transforms[i](a) if i in built.const_transforms else a
+                  for i, a in enumerate(self.inputs)]
+        arrays, ptrs = kernel_arguments(kernel, inputs)
+        fn = kernel_function(lib, kernel.name)
+
+        def call(keep: list[np.ndarray] = arrays) -> None:  # `keep`: the arrays stay alive
+            if fn(None, ptrs, None) != 0:
+                raise RuntimeError(f"candidate kernel {kernel.name} returned an error")
+
+        t0 = time.perf_counter()
+        call()
+        once = max(time.perf_counter() - t0, 1e-7)
+        n_in = len(inputs)
+        outputs = [arrays[n_in + j].copy() for j in range(len(self.space.outputs))]
+        return call, max(1, int(self.sample_seconds / once)), outputs
