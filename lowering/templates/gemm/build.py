@@ -1,0 +1,846 @@
+"""Building a GEMM configuration into a kernel: buffers, compile-time packing of constant
+operands, the packing stages, and the loop nest around the micro-kernel calls of each operand
+mode and loop order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lowering import te
+from lowering.affine import evaluate, normalize, simplify_index
+from lowering.default_schedule import default_schedule
+from lowering.intrinsics import GemmBlock, conv_routine, transpose_routine
+from lowering.loop_ir import (
+    Buffer,
+    BufLoad,
+    BufPtr,
+    Call,
+    For,
+    Kernel,
+    Prefetch,
+    Seq,
+    Stmt,
+    Store,
+    bind,
+    divides,
+    simplify_loads,
+)
+from lowering.lower import _Converter, lower_stage
+from lowering.search.space import BuiltKernel, Config
+from lowering.templates.gemm.cost import PARALLEL_MIN_MACS, accumulates_line_pitched
+from lowering.templates.gemm.pattern import (
+    FusedEpilogue,
+    Group,
+    PixelTiling,
+    Window,
+    int_const,
+    replace_loads,
+    round_up,
+    unit_stride,
+)
+from lowering.tensorize import epilogue_args
+
+if TYPE_CHECKING:
+    from lowering.templates.gemm.space import GemmSpace
+
+# elements from which that copy runs its image rows in parallel
+PARALLEL_COPY_MIN = 1 << 17
+
+
+def _zero_pixels(dst: Buffer, plane: te.Expr, row: te.Expr, col0: int, cols: int,
+                 layout: tuple[int, int, int]) -> Stmt:
+    """Zeros into `cols` pixels from (`row`, `col0`) of `plane` of a padded buffer whose
+    planes are (rows, row pitch, elements per pixel) = `layout`: [n, c, hp, wp] has one
+    element per pixel, the channels-last copy [n, hp, wp, c] has c."""
+    hp, wp, unit = layout
+    z = te.Var("zx")
+    n = cols * unit
+    base = ((plane * hp + row) * wp + col0) * unit
+    return For(z, int_const(n), "vectorize" if n >= 4 else "serial",
+               Store(dst, simplify_index(base + z), te.Const(0.0, "float32")))
+
+
+class _Builder:
+    def __init__(self, space: GemmSpace, config: Config, name: str) -> None:
+        self.s = space
+        self.p = space.pat
+        self.cfg = config
+        self.name = name
+        self.blk = space.block(config)
+        self.kc = int(config["kc"])  # type: ignore[call-overload]
+        self.a_mode = str(config["a"])
+        self.b_mode = str(config["b"])
+        self.pw = space.pixel_window(config) if self.b_mode == "pixels" else None
+        self.buffers: list[Buffer] = []
+        self.bufs: dict[int, Buffer] = {}
+        self.transforms: dict[int, object] = {}
+
+    def _folds_into_packing(self, t: te.Tensor) -> bool:
+        """Whether the packing should read `t`, an element-wise pre stage that only B reads,
+        through its expression rather than from a copy."""
+        p = self.p
+        if t not in p.pre or t.op is None or isinstance(t.op.body, te.Reduce) or \
+                not self.s.only_b_reads(t):
+            return False
+        # folding costs a clamp and a select per packed element, the copy one pass over the
+        # tensor: worth it only when the packing reads each element a few times at most
+        # (strided windows), not for 3x3 stride-1 windows (9 times; measured 1.3-1.8x slower)
+        packed = p.batch.size * p.n.size * p.k.size
+        return packed <= 3 * math.prod(t.shape)
+
+    def _stride_split(self) -> tuple[te.Tensor, te.Load] | None:
+        """(split tensor, B load rewritten to read it) when B's last index is `s * n + k`
+        with n the innermost N axis, s > 1, and k a function of reduction axes only."""
+        p = self.p
+        load = p.b
+        t = load.tensor
+        if t.op is not None and t.op.inline or len(load.indices) < 2:
+            return None
+        n_axes = [v for v, _ in p.n.nonunit]
+        if not n_axes:
+            return None
+        n_last = n_axes[-1]
+        last = load.indices[-1]
+        f = normalize(last)
+        if f is None or not f.depends_only_linearly(n_last):
+            return None
+        stride = f.coefficient(n_last)
+        if stride <= 1 or any(te.mentions(ix, n_last) for ix in load.indices[:-1]):
+            return None
+        rest = normalize(last - n_last * stride)
+        if rest is None or any(te.mentions(rest.to_expr(), v) for v in p.n.vars + p.batch.vars):
+            return None
+        k_part = rest.to_expr()
+        if not any(te.mentions(k_part, v) for v, e in zip(p.k.vars, p.k.extents, strict=True)
+                   if e > 1):
+            return None  # no taps along the row (1x1 strided): the split would copy unused data
+        if any(isinstance(a, te.Var) and c < 0 for a, c in rest.terms.values()) or rest.const < 0:
+            return None  # the residue and quotient below assume a non-negative offset
+        width = t.shape[-1]
+
+        def body(q: te.Var, *idx: te.Var) -> te.Expr:
+            col = idx[-1] * stride + q
+            clamped = te.minimum(col, int_const(width - 1))
+            return te.select(te.Binary("lt", col, int_const(width)), t[(*idx[:-1], clamped)],
+                             te.Const(0.0, t.dtype))
+
+        split = te.compute((stride, *t.shape[:-1], round_up(width, stride) // stride), body,
+                           "strided_split")
+        new_load = split[(k_part % stride, *load.indices[:-1], n_last + k_part // stride)]
+        assert isinstance(new_load, te.Load)
+        return split, new_load
+
+    def _inline(self, t: te.Tensor) -> te.Expr | None:
+        if t.op is not None and (t.op.inline or id(t) in self.folded):
+            return t.op.body
+        return None
+
+    def _add(self, dtype: str, shape: tuple[int, ...], role: str) -> Buffer:
+        b = Buffer(f"{role[0]}{len(self.buffers)}", dtype, shape, role)
+        self.buffers.append(b)
+        return b
+
+    def build(self) -> BuiltKernel:
+        s, p, blk = self.s, self.p, self.blk
+        M, N, K = p.m.size, p.n.size, p.k.size
+        self.mt, self.nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
+        # a grouped convolution's weights: one packed A per group
+        self.groups = dict(zip(p.batch.vars, p.batch.extents, strict=True))[p.group] \
+            if p.group is not None else 1
+        # pixel mode: output-channel tiles of NR (its vectors hold channels, its rows pixels)
+        self.ct = math.ceil(M / blk.nr)
+        for i, t in enumerate(s.inputs):
+            shape = t.shape
+            if self.a_mode == "const" and i == s.a_const and self.b_mode == "pixels":
+                assert self.pw is not None
+                shape = (self.ct, K, blk.nr)
+                self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.ct,
+                                                        self.pw.k_group)
+            elif self.a_mode == "const" and i == s.a_const:
+                shape = (self.groups * self.mt, K, blk.mr)
+                self.transforms[i] = self._const_packer(
+                    p.a, p.m, blk.mr, self.mt,
+                    s.window.k_group if self.b_mode == "window" else None,  # type: ignore[union-attr]
+                    grouped=True)
+            if self.b_mode == "const" and i == s.b_const:
+                shape = (self.nt, K, blk.nr)
+                self.transforms[i] = self._const_packer(p.b, p.n, blk.nr, self.nt)
+            self.bufs[id(t)] = self._add(t.dtype, shape, "input")
+        out = s.outputs[0]
+        self.out = self._add(out.dtype, out.shape, "output")
+        self.bufs[id(out)] = self.out
+        # A padded output (GemmPattern.out_begin): pixel mode's tiles store into it where
+        # they can (stores_padded); otherwise the kernel computes the unpadded output into a
+        # scratch, as it would any output, and copies it in by image rows at the end.
+        self.padded = self.out if p.out_begin is not None else None
+        if self.padded is not None and not s.stores_padded(self.cfg):
+            self.out = self._add(out.dtype, p.product.shape, "scratch")
+        # B read with a stride along the packed rows (strided convolutions): the packing would
+        # gather; instead one pass splits B's last axis by residue (x = s*j + q -> [q][..][j])
+        # and the packing copies contiguous runs of the split
+        self.split = self._stride_split() if self.b_mode == "pack" else None
+        # a padding copy that only the packed B operand reads is folded into the packing
+        # (its clamped loads make it a vectorised select there): one pass over the input less
+        self.folded = {id(p.b.tensor)} if self.b_mode == "pack" and self.split is None and \
+            self._folds_into_packing(p.b.tensor) else set()
+        # pixel mode's window, over B as read or over its channels-last copy (which then
+        # takes the place of the padding copy)
+        self.cl = s.pixels_cl if self.b_mode == "pixels" and \
+            self.cfg.get("layout") == "channels_last" else None
+        if self.cl is not None:
+            self.folded.add(id(p.b.tensor))
+            self.bufs[id(self.cl.copy)] = self._add("float32", self.cl.copy.shape, "scratch")
+        for t in p.pre:
+            if id(t) not in self.bufs and not t.op.inline and id(t) not in self.folded:  # type: ignore[union-attr]
+                self.bufs[id(t)] = self._add(t.dtype, t.shape, "scratch")
+        if self.split is not None:
+            self.bufs[id(self.split[0])] = self._add("float32", self.split[0].shape, "scratch")
+        nb = p.batch.size
+        self.ap = self._add("float32", (nb, self.mt, K, blk.mr), "scratch") \
+            if self.a_mode == "pack" else None
+        self.bp = self._add("float32", (nb, self.nt, K, blk.nr), "scratch") \
+            if self.b_mode == "pack" else None
+        self.win = s.window if self.b_mode == "window" else None
+        if self.b_mode == "pixels":
+            assert self.pw is not None
+            self.tiling = PixelTiling.of(self.pw, blk.mr)
+            if self.kc < K:  # partial tiles between calls
+                items = nb * self.ct * self.tiling.blocks
+                self.part = self._add("float32", (items * self.tiling.gb * self.tiling.tpr,
+                                                  blk.mr * blk.nr), "scratch")
+        # Where the micro-kernels accumulate: the output itself, or a scratch whose row pitch
+        # is a whole number of cache lines. N tiles of different threads then never share a
+        # line: with a pitch like 196 floats, the tiles' edges share lines that the threads
+        # store to on every K block (false sharing measured 3x slower at 2 threads).
+        self.acc, self.ld = self.out, N
+        line = s.line_floats
+        if self.win is not None:  # the virtual-column output
+            self.nt = math.ceil(self.win.size / blk.nr)
+            self.ld = round_up(self.win.size, line)
+            self.acc = self._add("float32", (nb, M, self.ld), "scratch")
+        elif (accumulates_line_pitched(N, blk.nr, str(self.cfg["parallel"]), line)
+              and self.b_mode != "pixels"):  # pixel mode stores its tiles into the output
+            self.ld = round_up(N, line)
+            self.acc = self._add("float32", (nb, M, self.ld), "scratch")
+        lanes = self.s.target.vector_lanes_f32
+        stages: list[Stmt] = [lower_stage(default_schedule(t, lanes), self.bufs)
+                              for t in p.pre if id(t) in self.bufs]
+        if self.cl is not None:
+            stages += self._channels_last_copy()
+        if self.split is not None:
+            stages.append(lower_stage(default_schedule(self.split[0], lanes), self.bufs))
+        stages += self._main()
+        if self.padded is not None:
+            if self.out is not self.padded:
+                stages.append(self._copy_into_padded())
+            stages.append(self._zero_border())
+        kernel = Kernel(self.name, self.buffers, stages)
+        return BuiltKernel(kernel, dict(self.transforms))  # type: ignore[arg-type]
+
+    # constant packing at compile time -----------------------------------------------------------
+    def _const_packer(self, load: te.Load, own: Group, r: int, tiles: int,
+                      k_group: Group | None = None, grouped: bool = False):
+        """The compile-time packing of a constant operand into [tile][k][r] panels (for a
+        grouped convolution's weights, `grouped`: [group][tile][k][r])."""
+        s = self.s
+        K = self.p.k.size
+        size = own.size
+        flat_expr_vars = (te.Var("of"), te.Var("kf"))
+        flat = s._flat(load, own, *flat_expr_vars, k_group=k_group)
+
+        groups, group = (self.groups, self.p.group) if grouped else (1, None)
+
+        def pack(arr: np.ndarray) -> np.ndarray:
+            of = np.arange(tiles * r).reshape(1, tiles, 1, r)
+            kf = np.arange(K).reshape(1, 1, K, 1)
+            valid = of < size
+            env: dict[te.Var, object] = {flat_expr_vars[0]: np.minimum(of, size - 1),
+                                         flat_expr_vars[1]: kf}
+            if group is not None:
+                env[group] = np.arange(groups).reshape(groups, 1, 1, 1)
+            idx = evaluate(flat, env)
+            vals = arr.reshape(-1)[np.broadcast_to(idx, (groups, tiles, K, r))]
+            return np.where(valid, vals, 0).astype(np.float32).reshape(groups * tiles, K, r)
+
+        return pack
+
+    # the main nest --------------------------------------------------------------------------------
+    def _operand_ptr(self, which: str, bvars: dict[te.Var, te.Expr], tile: te.Expr,
+                     k0: te.Expr, bidx: te.Expr) -> tuple[BufPtr, te.Expr, te.Expr]:
+        """Pointer and (row stride, k stride) of operand `which` at tile `tile`, k offset k0."""
+        p, blk = self.p, self.blk
+        K = p.k.size
+        if which == "a":
+            mode, load, own, r = self.a_mode, p.a, p.m, blk.mr
+            packed = self.ap
+            const_i = self.s.a_const
+        else:
+            mode, load, own, r = self.b_mode, p.b, p.n, blk.nr
+            packed = self.bp
+            const_i = self.s.b_const
+        if mode == "const":
+            buf = self.bufs[id(self.s.inputs[const_i])]  # type: ignore[index]
+            if which == "a" and p.group is not None:  # this group's packed weights
+                tile = bvars[p.group] * self.mt + tile
+            return BufPtr(buf, simplify_index(tile * (K * r) + k0 * r)), int_const(1), int_const(r)
+        if mode == "pack":
+            assert packed is not None
+            return BufPtr(packed, (bidx * self.mt_or_nt(which) + tile) * (K * r) + k0 * r), \
+                int_const(1), int_const(r)
+        flat = self.s._flat(load, own, tile * r, k0)
+        flat = te.substitute(flat, bvars)
+        own_stride, k_stride = self.s.direct_strides[id(load)]  # found by _direct_ok
+        buf = self.bufs[id(load.tensor)]
+        return BufPtr(buf, simplify_index(flat)), int_const(own_stride), int_const(k_stride)
+
+    def _source(self, load: te.Load, vmap: dict[te.Var, te.Expr]) -> te.Expr:
+        """The packed operand's value at the loop variables of `vmap`, as buffer loads."""
+        return simplify_loads(_Converter(self.bufs, self._inline)(te.substitute(load, vmap)))
+
+    def mt_or_nt(self, which: str) -> int:
+        return self.mt if which == "a" else self.nt
+
+    def _pack_stage(self, which: str, bvar: te.Var, bvars: dict[te.Var, te.Expr],
+                    tile: te.Var) -> Stmt:
+        """Copy one operand tile into its micro-panel: panel[b][tile][k][r], zero past the
+        edge. The copy loops run over the operand's own axes (not the flattened index), so
+        the innermost loop walks a contiguous row of the source: im2col without divisions."""
+        p, blk = self.p, self.blk
+        K = p.k.size
+        load, own, r, buf = (p.a, p.m, blk.mr, self.ap) if which == "a" else \
+            (p.b if self.split is None else self.split[1], p.n, blk.nr, self.bp)
+        assert buf is not None
+        t0 = tile * r
+        valid = te.minimum(int_const(r), int_const(own.size) - t0)
+        vmap: dict[te.Var, te.Expr] = dict(bvars)
+        # reduce axes: one loop each; their flat index is affine
+        kloops: list[tuple[te.Var, int]] = []
+        kflat: te.Expr = int_const(0)
+        for v, e in zip(p.k.vars, p.k.extents, strict=True):
+            kflat = kflat * e
+            if e == 1:
+                vmap[v] = int_const(0)
+                continue
+            lv = te.Var("pk")
+            vmap[v] = lv
+            kloops.append((lv, e))
+            kflat = kflat + lv
+        # own axes: the last one innermost over its part of the tile, the others flattened
+        axes = own.nonunit
+        for v, e in zip(own.vars, own.extents, strict=True):
+            if e == 1:
+                vmap[v] = int_const(0)
+        inner = te.Var("pr")
+        if len(axes) > 1:
+            # the own axes as one run when the operand holds them contiguously (a 1x1
+            # convolution's pixels): one copy per k row, not one per image row it spans
+            flat = {**vmap, **Group([v for v, _ in axes], [e for _, e in axes]).unflatten(
+                t0 + inner)}
+            if not divides(Store(buf, int_const(0), self._source(load, flat)), inner):
+                vmap, axes = flat, []
+        if len(axes) <= 1:
+            if axes:
+                vmap[axes[0][0]] = t0 + inner
+            dst_r: te.Expr = inner
+            lo: te.Expr = int_const(0)
+            hi: te.Expr = valid
+            wrap = None
+        else:
+            last_v, last_e = axes[-1]
+            outer_group = Group([v for v, _ in axes[:-1]], [e for _, e in axes[:-1]])
+            of = te.Var("po")
+            vmap.update(outer_group.unflatten(of))
+            vmap[last_v] = inner
+            dst_r = of * last_e + inner - t0
+            lo = te.maximum(int_const(0), t0 - of * last_e)
+            hi = te.minimum(int_const(last_e), t0 + valid - of * last_e)
+            wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
+        value = self._source(load, vmap)
+        panel = (bvar * self.mt_or_nt(which) + tile) * K
+        dst = simplify_index((panel + kflat) * r + dst_r)
+        body: Stmt = For(inner, hi, "vectorize", Store(buf, dst, value), start=lo)
+        if wrap is None and isinstance(value, BufLoad) and unit_stride(value.index, inner):
+            # the next tile's run of this row, one tile ahead: each k row is a stream of its
+            # own (a plane apart), more streams than the hardware prefetchers follow
+            ahead = [Prefetch(value.buf, simplify_index(te.substitute(
+                value.index, {inner: int_const(r + line * self.s.line_floats)})))
+                for line in range(math.ceil(r / self.s.line_floats))]
+            body = Seq([*ahead, body])
+        if wrap is not None:
+            body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
+        for lv, e in reversed(kloops):
+            body = For(lv, int_const(e), "serial", body)
+        if own.size % r:
+            kz, rz = te.Var("zk"), te.Var("zr")
+            zero = For(kz, int_const(K), "serial", For(rz, int_const(r), "serial", Store(
+                buf, (panel + kz) * r + rz, te.Const(0.0, "float32")), start=valid))
+            body = Seq([body, zero])
+        return body
+
+    def _main(self) -> list[Stmt]:
+        p, blk = self.p, self.blk
+        M, N, K = p.m.size, p.n.size, p.k.size
+        nb = p.batch.size
+        par = str(self.cfg["parallel"])
+        macs = nb * M * N * K
+        outer_kind = "parallel" if macs >= PARALLEL_MIN_MACS else "serial"
+        bflat = te.Var("bf")
+        bvars = p.batch.unflatten(bflat)
+        io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")
+        stages: list[Stmt] = []
+
+        # the epilogue in the micro-kernel's last call on a tile, when the tile is stored
+        # straight into the output (not into a line-pitched accumulator)
+        fused = self.s.fused_epilogue if self.acc is self.out else None
+        nk = math.ceil(K / self.kc)
+
+        def tile_call(io_: te.Expr, jo_: te.Expr, k0: te.Expr, klen: te.Expr,
+                      acc: te.Expr) -> Stmt:
+            a_ptr, a_rs, a_ks = self._operand_ptr("a", bvars, io_, k0, bflat)
+            b_ptr, _, b_ks = self._operand_ptr("b", bvars, jo_, k0, bflat)
+            c_off = (bflat * M + io_ * blk.mr) * self.ld + jo_ * blk.nr
+            m_valid = te.minimum(int_const(blk.mr), int_const(M) - io_ * blk.mr)
+            n_valid = te.minimum(int_const(blk.nr), int_const(N) - jo_ * blk.nr)
+            last = int_const(1) if nk == 1 else te.select(te.Binary("eq", kb, int_const(nk - 1)), int_const(1), int_const(0))
+            return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
+                                      int_const(self.ld), klen, m_valid, n_valid, acc,
+                                      last if fused else int_const(0),
+                                      *self._fused_args(fused, io_ * blk.mr, c_off)])
+
+        def k_blocks(body_of) -> Stmt:
+            """body_of(k0, klen, accumulate) over the K blocks."""
+            if self.kc >= K:
+                return body_of(int_const(0), int_const(K), int_const(0))
+            k0 = kb * self.kc
+            return For(kb, int_const(nk), "serial",
+                       body_of(k0, te.minimum(int_const(self.kc), int_const(K) - k0), te.minimum(kb, int_const(1))))
+
+        # packing of runtime operands that the main loop does not pack itself
+        if self.a_mode == "pack":
+            t = te.Var("pio")
+            stages.append(self._fused_loop(bflat, t, nb, self.mt, outer_kind,
+                                           self._pack_stage("a", bflat, bvars, t)))
+        if self.b_mode == "pack" and par == "m":
+            t = te.Var("pjo")
+            stages.append(self._fused_loop(bflat, t, nb, self.nt, outer_kind,
+                                           self._pack_stage("b", bflat, bvars, t)))
+        if self.win is not None:
+            stages.append(self._window_main(bflat, bvars, par, outer_kind))
+            return stages
+        if self.b_mode == "pixels":
+            stages.append(self._pixels_main(outer_kind))
+            return stages
+        if par == "n":
+            body: list[Stmt] = []
+            if self.b_mode == "pack":
+                body.append(self._pack_stage("b", bflat, bvars, jo))
+            body.append(k_blocks(lambda k0, kl, acc: For(
+                io, int_const(self.mt), "serial", tile_call(io, jo, k0, kl, acc))))
+            if fused is None:
+                body.append(self._epilogue(bvars, bflat, int_const(0), int_const(M), jo * blk.nr,
+                                           te.minimum(int_const(blk.nr), int_const(N) - jo * blk.nr)))
+            stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
+        elif par == "blocked":
+            # GotoBLAS's order: chunks of N panels (parallel) > K blocks > M blocks > N panels
+            # > M tiles (GemmSpace.blocking)
+            tiles, panels = self.s.blocking(blk, self.kc)
+            jc, mb = te.Var("jc"), te.Var("mb")
+            j0, i0 = jc * panels, mb * tiles
+            jn = te.minimum(int_const(panels), int_const(self.nt) - j0)
+            i_n = te.minimum(int_const(tiles), int_const(self.mt) - i0)
+            body = []
+            if self.b_mode == "pack":
+                body.append(For(jo, jn, "serial", self._pack_stage("b", bflat, bvars, j0 + jo)))
+            body.append(k_blocks(lambda k0, kl, acc: For(
+                mb, int_const(math.ceil(self.mt / tiles)), "serial", For(jo, jn, "serial", For(
+                    io, i_n, "serial", tile_call(i0 + io, j0 + jo, k0, kl, acc))))))
+            if fused is None:
+                n0 = j0 * blk.nr
+                body.append(self._epilogue(bvars, bflat, int_const(0), int_const(M), n0,
+                                           te.minimum(int_const(panels * blk.nr), int_const(N) - n0)))
+            stages.append(self._fused_loop(bflat, jc, nb, math.ceil(self.nt / panels),
+                                           outer_kind, Seq(body)))
+        else:
+            # M tiles outermost within chunks of N panels that stay in L2 across them
+            # (GemmSpace.chunk_panels); one chunk when all of B fits
+            cp = self.s.chunk_panels(blk)
+            chunks = math.ceil(self.nt / cp)
+            f = te.Var("mc")
+            ch, io_ = (f // self.mt, f % self.mt) if chunks > 1 else (int_const(0), f)
+            j0 = ch * cp
+            jn = te.minimum(int_const(cp), int_const(self.nt) - j0)
+            body = [k_blocks(lambda k0, kl, acc: For(
+                jo, jn, "serial", tile_call(io_, j0 + jo, k0, kl, acc)))]
+            if fused is None:
+                n0 = j0 * blk.nr
+                body.append(self._epilogue(bvars, bflat, io_ * blk.mr,
+                                           te.minimum(int_const(blk.mr), int_const(M) - io_ * blk.mr),
+                                           n0, te.minimum(int_const(cp * blk.nr), int_const(N) - n0)))
+            stages.append(self._fused_loop(bflat, f, nb, chunks * self.mt, outer_kind,
+                                           Seq(body)))
+        return stages
+
+    def _window_main(self, bflat: te.Var, bvars: dict[te.Var, te.Expr], par: str,
+                     kind: str) -> Stmt:
+        """Window mode: per tile, the taps and run blocks accumulate micro-kernel calls into
+        the virtual-column scratch; the epilogue then compacts each finished panel."""
+        p, blk, w = self.p, self.blk, self.win
+        assert w is not None
+        M, K, V = p.m.size, p.k.size, w.size
+        io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")
+        tap_vars = [te.Var("tap") for _ in w.taps]
+        a_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
+        b_buf = self.bufs[id(p.b.tensor)]
+        base = self._window_base(w, bvars)
+        tap_off: te.Expr = int_const(0)
+        tap_flat: te.Expr = int_const(0)
+        for tv, (_, e, coef) in zip(tap_vars, w.taps, strict=True):
+            tap_off = tap_off + tv * coef
+            tap_flat = tap_flat * e + tv
+        nk = math.ceil(w.run_extent / self.kc) if self.kc < w.run_extent else 1
+        kc = min(self.kc, w.run_extent)
+        c0 = kb * kc
+
+        def call() -> Stmt:
+            a_off = io * (K * blk.mr) + (tap_flat * w.run_extent + c0) * blk.mr
+            b_off = base + c0 * w.run_stride + tap_off + jo * blk.nr
+            c_off = (bflat * M + io * blk.mr) * self.ld + jo * blk.nr
+            return Call(blk.routine, [
+                BufPtr(a_buf, simplify_index(a_off)), int_const(1), int_const(blk.mr),
+                BufPtr(b_buf, simplify_index(b_off)), int_const(w.run_stride),
+                BufPtr(self.acc, simplify_index(c_off)), int_const(self.ld),
+                te.minimum(int_const(kc), int_const(w.run_extent) - c0),
+                te.minimum(int_const(blk.mr), int_const(M) - io * blk.mr),
+                te.minimum(int_const(blk.nr), int_const(V) - jo * blk.nr),
+                te.minimum(kb + tap_flat, int_const(1)), int_const(0), *self._fused_args(None, int_const(0), int_const(0))])
+
+        def over_k(body: Stmt) -> Stmt:
+            for tv, (_, e, _) in reversed(list(zip(tap_vars, w.taps, strict=True))):
+                body = For(tv, int_const(e), "serial", body)
+            return For(kb, int_const(nk), "serial", body)
+
+        if par == "n":
+            body = Seq([over_k(For(io, int_const(self.mt), "serial", call())),
+                        self._window_epilogue(bvars, bflat, int_const(0), int_const(M), jo * blk.nr,
+                                              te.minimum(int_const(V), jo * blk.nr + blk.nr))])
+            return self._fused_loop(bflat, jo, p.batch.size, self.nt, kind, body)
+        body = Seq([For(jo, int_const(self.nt), "serial", over_k(call())),
+                    self._window_epilogue(bvars, bflat, io * blk.mr,
+                                          te.minimum(int_const(blk.mr), int_const(M) - io * blk.mr),
+                                          int_const(0), int_const(V))])
+        return self._fused_loop(bflat, io, p.batch.size, self.mt, kind, body)
+
+    def _window_base(self, w: Window, bvars: dict[te.Var, te.Expr]) -> te.Expr:
+        """Where a window reads for the batch `bvars` at output pixel 0 and tap 0."""
+        zero = {v: int_const(0) for v in self.p.n.vars + self.p.k.vars}
+        return te.substitute(w.flat, {**zero, **bvars})
+
+    def _window_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
+                         mlen: te.Expr, v0: te.Expr, v1: te.Expr) -> Stmt:
+        """out = epilogue(scratch + init) for rows [m0, m0+mlen) and the output pixels whose
+        virtual columns lie in [v0, v1): one loop over output rows, one over the row."""
+        p, w = self.p, self.win
+        assert w is not None
+        M, N = p.m.size, p.n.size
+        i, r, j = te.Var("ei"), te.Var("er"), te.Var("ej")
+        nvars = [v for v, _ in p.n.nonunit]
+        n_vmap: dict[te.Var, te.Expr] = {v: int_const(0) for v in p.n.vars}
+        n_vmap[nvars[-1]] = j
+        if len(nvars) == 2:
+            n_vmap[nvars[0]] = r
+        mi = m0 + i
+        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + r * w.row + j))
+        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j)
+        value = self._epilogue_value(bvars, mi, n_vmap, acc)
+        lo = te.maximum(int_const(0), v0 - r * w.row)
+        hi = te.minimum(int_const(w.out_row), v1 - r * w.row)
+        return For(i, mlen, "serial", For(
+            r, (v1 + w.row - 1) // w.row, "serial",
+            For(j, hi, "vectorize", Store(self.out, out_index, value), start=lo),
+            start=v0 // w.row))
+
+    def _pixels_main(self, kind: str) -> Stmt:
+        """Pixel mode: the convolution micro-kernel (targets/cpu/microkernels.py, _ConvWriter)
+        with output pixels as its rows, read in place from the (padded) input, and output
+        channels as its vector columns, read from the weights packed as [channel tile][tap,
+        input channel][NR]. Tiles run over the output pixels of an image numbered across
+        rows, so no lane is wasted on rows shorter than a vector multiple (7x7, 14x14
+        layers), and strided rows need no gather (the strides are the micro-kernel's row
+        offsets). Each tile is stored transposed straight into the output, after the fused
+        epilogue (bias, ReLU/Clip, residual: GemmSpace._clamped_bias) in registers; any other
+        epilogue runs in place over each finished block of tiles. With kc >= K one call per
+        tile keeps the whole reduction, taps included, in registers; otherwise one call per
+        tap and channel block reuses that tap's weights from L1 across the block's tiles."""
+        p, blk, w = self.p, self.blk, self.pw
+        assert w is not None
+        M, K, nb = p.m.size, p.k.size, p.batch.size
+        P, pixel_offset = self._output_plane()
+        tiling = self.tiling
+        g, tpr, gb, m_full = tiling.g, tiling.tpr, tiling.gb, tiling.m_full
+        ngroups, nblk = tiling.groups, tiling.blocks
+        nt = self.ct
+        f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
+        bflat = f // (nt * nblk)
+        if M * K * 4 <= self.s.machine.l2 // 2:
+            # all the weights stay in L2: the channel tiles of one block of pixels run back
+            # to back, reusing its input lines from L1/L2 instead of re-reading the input
+            jo, blk_i = f % nt, f // nt % nblk
+        else:  # each channel tile's weights once through the cache, all blocks in turn
+            jo, blk_i = f // nblk % nt, f % nblk
+        bvars = p.batch.unflatten(bflat)
+        w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
+        x_buf = self.bufs[id(p.b.tensor if self.cl is None else self.cl.copy)]
+        base = self._window_base(w, bvars)
+        taps = [(e, coef) for _, e, coef in w.taps]
+        taps = [(1, 0)] * (2 - len(taps)) + taps
+        groups_here = te.minimum(int_const(gb), int_const(ngroups) - blk_i * gb)
+        w_off = jo * (K * blk.nr)
+        geometry = [int_const(w.out_row), int_const(w.row), int_const(w.col_stride), int_const(w.run_stride)]
+        n_valid = te.minimum(int_const(blk.nr), int_const(M) - jo * blk.nr)
+        fused = self.s.fused_epilogue  # else: _pixels_epilogue
+        kc = min(self.kc, w.run_extent)
+        nk = math.ceil(w.run_extent / kc)
+        ntaps = taps[0][0] * taps[1][0]
+        kb, t1, t2 = te.Var("kb"), te.Var("t1"), te.Var("t2")
+
+        def call(rows: int, gi: te.Expr, ti: te.Expr) -> Stmt:
+            """The micro-kernel of `rows` rows on tile (gi, ti) of the block: every tile is
+            whole (the short last tile of a row or image has its own, shorter kernel)."""
+            oh0 = (blk_i * gb + gi) * g
+            ow0 = ti * blk.mr
+            x_tile = base + oh0 * w.row + ow0 * w.col_stride
+            out_off = (bflat * M + jo * blk.nr) * P + pixel_offset(oh0, ow0)
+            # a tile within one output row whose pixels lie less than a line apart
+            near = g == 1 and (rows - 1) * w.col_stride < self.s.line_floats
+            routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes), near)
+            valid = [int_const(rows), int_const(rows), n_valid]
+            finish = self._fused_args(fused, jo * blk.nr, out_off)
+            if self.kc >= K:
+                return Call(routine, [
+                    BufPtr(x_buf, simplify_index(x_tile)), *geometry,
+                    int_const(taps[0][0]), int_const(taps[0][1]), int_const(taps[1][0]), int_const(taps[1][1]),
+                    BufPtr(w_buf, simplify_index(w_off)), int_const(blk.nr),
+                    int_const(w.run_extent * blk.nr),
+                    BufPtr(self.out, simplify_index(out_off)), int_const(P), int_const(w.run_extent), *valid,
+                    BufPtr(self.out, int_const(0)), int_const(1), int_const(1), *finish])
+            tap = t1 * taps[1][0] + t2
+            c0 = kb * kc
+            step = kb * ntaps + tap
+            return Call(routine, [
+                BufPtr(x_buf, simplify_index(x_tile + t1 * taps[0][1] + t2 * taps[1][1]
+                                             + c0 * w.run_stride)), *geometry,
+                int_const(1), int_const(0), int_const(1), int_const(0),
+                BufPtr(w_buf, simplify_index(w_off + (tap * w.run_extent + c0) * blk.nr)),
+                int_const(blk.nr), int_const(0),
+                BufPtr(self.out, simplify_index(out_off)), int_const(P),
+                te.minimum(int_const(kc), int_const(w.run_extent) - c0), *valid,
+                BufPtr(self.part, simplify_index(((f * gb + gi) * tpr + ti)
+                                                 * (blk.mr * blk.nr))),
+                te.select(te.Binary("eq", step, int_const(0)), int_const(1), int_const(0)),
+                te.select(te.Binary("eq", step, int_const(nk * ntaps - 1)), int_const(1), int_const(0)), *finish])
+
+        tiles: Stmt
+        if not tiling.tail:
+            tiles = For(gi, groups_here, "serial", For(ti, int_const(tpr), "serial",
+                                                       call(m_full, gi, ti)))
+        elif g == 1:  # each row's last tile is short
+            tiles = For(gi, groups_here, "serial", Seq([
+                For(ti, int_const(tpr - 1), "serial", call(m_full, gi, ti)),
+                call(tiling.tail, gi, int_const(tpr - 1))]))
+        else:  # the image's last group is short: it ends the last block
+            last = te.select(te.Binary("eq", blk_i, int_const(nblk - 1)), int_const(1), int_const(0))
+            tiles = Seq([For(gi, groups_here - last, "serial", call(m_full, gi, int_const(0))),
+                         For(ti, last, "serial", call(tiling.tail, groups_here - 1, int_const(0)))])
+        nest = tiles if self.kc >= K else For(kb, int_const(nk), "serial", For(
+            t1, int_const(taps[0][0]), "serial", For(t2, int_const(taps[1][0]), "serial", tiles)))
+        body: list[Stmt] = [nest]
+        if fused is None:
+            body.append(self._pixels_epilogue(bvars, bflat, jo, blk_i * (gb * g * w.out_row),
+                                              gb * g * w.out_row))
+        return For(f, int_const(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
+
+    def _channels_last_copy(self) -> list[Stmt]:
+        """Pixel mode's padded input written channels-last (GemmSpace._channels_last): the
+        padding rows and columns zeroed, the inside copied by L x L blocks that the
+        transposing routine turns from channel rows into pixel rows."""
+        cl = self.cl
+        assert cl is not None
+        top, left = cl.top, cl.left
+        nb, hp, wp, c = cl.copy.shape
+        h, w = cl.source.shape[2:]
+        lanes = self.s.target.vector_lanes_f32
+        dst, xb = self.bufs[id(cl.copy)], self.bufs[id(cl.source)]
+        b, r, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_c", "cb_w"))
+
+        def zeros(row: te.Expr, col0: int, cols: int) -> Stmt:
+            return _zero_pixels(dst, b, row, col0, cols, (hp, wp, c))
+
+        parts: list[Stmt] = []
+        if top:
+            parts.append(For(r, int_const(top), "serial", zeros(r, 0, wp)))
+        if hp - top - h > 0:
+            parts.append(For(r, int_const(hp), "serial", zeros(r, 0, wp), start=int_const(top + h)))
+        inside: list[Stmt] = []
+        if left:
+            inside.append(zeros(r, 0, left))
+        if wp - left - w > 0:
+            inside.append(zeros(r, left + w, wp - left - w))
+        src_off = ((b * c + cb * lanes) * h + r - top) * w + wb * lanes
+        dst_off = ((b * hp + r) * wp + left + wb * lanes) * c + cb * lanes
+        inside.append(For(cb, int_const(c // lanes), "serial", For(wb, int_const(-(-w // lanes)), "serial", Call(
+            transpose_routine(lanes), [BufPtr(xb, simplify_index(src_off)), int_const(h * w),
+                                       BufPtr(dst, simplify_index(dst_off)), int_const(c),
+                                       te.minimum(int_const(lanes), int_const(w) - wb * lanes)]))))
+        if nb == 1:  # the rows' loop is the kernel's stage, parallel when large
+            kind = "parallel" if c * h * w >= PARALLEL_COPY_MIN else "serial"
+            parts.append(For(r, int_const(top + h), kind, Seq(inside), start=int_const(top)))
+            return [bind(x, {b: int_const(0)}) for x in parts]
+        parts.append(For(r, int_const(top + h), "serial", Seq(inside), start=int_const(top)))
+        return [For(b, int_const(nb), "serial", Seq(parts))]
+
+    def _output_plane(self) -> tuple[int, Callable[[te.Expr, te.Expr], te.Expr]]:
+        """The output's elements per channel plane, and the offset of output pixel (row,
+        column) in its plane: rows of the output row length, or of the padded row pitch
+        past the padding's top and left (GemmPattern.out_begin)."""
+        w = self.pw
+        assert w is not None
+        if self.out is not self.padded:
+            return w.rows * w.out_row, lambda oh, ow: oh * w.out_row + ow
+        hp, wp, top, left = self._padded_plane()
+        return hp * wp, lambda oh, ow: (oh + top) * wp + ow + left
+
+    def _padded_plane(self) -> tuple[int, int, int, int]:
+        """The padded output's plane (rows, row pitch) and where the unpadded image starts
+        in it (rows above, columns left)."""
+        assert self.p.out_begin is not None and self.padded is not None
+        hp, wp = self.padded.shape[-2:]
+        top, left = self.p.out_begin[-2:]
+        return hp, wp, top, left
+
+    def _padded_index(self, bflat: te.Expr, mi: te.Expr, oh: te.Expr, ow: te.Expr) -> te.Expr:
+        """Where output channel `mi`, pixel (oh, ow) of batch `bflat` lies in the padded
+        output."""
+        hp, wp, top, left = self._padded_plane()
+        return simplify_index(((bflat * self.p.m.size + mi) * hp + oh + top) * wp + ow + left)
+
+    def _copy_into_padded(self) -> Stmt:
+        """The unpadded results (of every schedule but pixel mode's tiles that store into the
+        padded output) copied inside the padding, one image row at a time."""
+        p = self.p
+        h, w = p.n.extents
+        pl, r, x = te.Var("cp"), te.Var("cr"), te.Var("cx")
+        value = BufLoad(self.out, simplify_index((pl * h + r) * w + x))
+        return For(pl, int_const(p.batch.size * p.m.size), "serial", For(r, int_const(h), "serial", For(
+            x, int_const(w), "vectorize", Store(self.padded, self._padded_index(int_const(0), pl, r, x),
+                                         value))))  # type: ignore[arg-type]
+
+    def _zero_border(self) -> Stmt:
+        """Zeros into the padding of every output plane (the tiles store only inside it):
+        the rows above and below whole, the columns left and right of the rows between."""
+        p = self.p
+        planes = p.batch.size * p.m.size
+        hp, wp, top, left = self._padded_plane()
+        h, w = p.n.extents
+        pl, r = te.Var("zp"), te.Var("zr")
+        padded = self.padded
+        assert padded is not None
+
+        def fill(row0: int, rows: int, col0: int, cols: int) -> list[Stmt]:
+            if rows <= 0 or cols <= 0:
+                return []
+            return [For(r, int_const(rows), "serial",
+                        _zero_pixels(padded, pl, r + row0, col0, cols, (hp, wp, 1)))]
+
+        parts = fill(0, top, 0, wp) + fill(top + h, hp - top - h, 0, wp) + \
+            fill(top, h, 0, left) + fill(top, h, left + w, wp - left - w)
+        return For(pl, int_const(planes), "serial", Seq(parts))
+
+    def _fused_args(self, fe: FusedEpilogue | None, channel: te.Expr,
+                    out_off: te.Expr) -> list[BufPtr | te.Expr]:
+        """The micro-kernels' epilogue arguments: bias (at output channel `channel`), its
+        flag, the clamps, the residual (at the tile's output offset `out_off`) and its flag;
+        all off for None (pointers then name the output, never read)."""
+        if fe is None:
+            return epilogue_args(self.out)
+        return epilogue_args(
+            self.out,
+            BufPtr(self.bufs[id(fe.bias)], channel) if fe.bias is not None else None,
+            fe.lo, fe.hi,
+            BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
+            if fe.residual is not None else None)
+
+    def _pixels_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, jo: te.Expr,
+                         pix0: te.Expr, pixels: int) -> Stmt:
+        """Pixel mode's epilogue when it is not fused: in place over channel tile `jo` and
+        the block's output pixels [pix0, pix0 + pixels)."""
+        p, blk, w = self.p, self.blk, self.pw
+        assert w is not None
+        M, P = p.m.size, w.rows * w.out_row
+        i, j = te.Var("ei"), te.Var("ej")
+        nvars = [v for v, _ in p.n.nonunit]
+        n_vmap: dict[te.Var, te.Expr] = {v: int_const(0) for v in p.n.vars}
+        pix = pix0 + j
+        if len(nvars) == 2:
+            n_vmap[nvars[0]] = pix // w.out_row
+            n_vmap[nvars[1]] = pix % w.out_row
+        else:
+            n_vmap[nvars[0]] = pix
+        mi = jo * blk.nr + i
+        out_index = simplify_index((bflat * M + mi) * P + pix)
+        value = self._epilogue_value(bvars, mi, n_vmap, BufLoad(self.out, out_index))
+        if value is None:
+            return Seq([])
+        return For(i, te.minimum(int_const(blk.nr), int_const(M) - jo * blk.nr), "serial", For(
+            j, te.minimum(int_const(pixels), int_const(P) - pix0), "vectorize",
+            Store(self.out, out_index, value)))
+
+    def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
+                    body: Stmt) -> Stmt:
+        """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
+        if nb == 1:
+            return For(t, int_const(nt), kind if nt > 1 else "serial",
+                       bind(body, {bflat: int_const(0)}))
+        f = te.Var("bt")
+        return For(f, int_const(nb * nt), kind, bind(body, {bflat: f // nt, t: f % nt}))
+
+    def _epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
+                  mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:
+        """out = epilogue(acc + init) over rows [m0, m0+mlen) x cols [n0, n0+nlen), in place."""
+        p = self.p
+        M, N = p.m.size, p.n.size
+        i, j = te.Var("ei"), te.Var("ej")
+        mi, nj = m0 + i, n0 + j
+        out_index = (bflat * M + mi) * N + nj
+        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + nj))
+        value = self._epilogue_value(bvars, mi, p.n.unflatten(nj), acc)
+        if value is None:
+            return Seq([])
+        return For(i, mlen, "serial",
+                   For(j, nlen, "vectorize", Store(self.out, simplify_index(out_index), value)))
+
+    def _epilogue_value(self, bvars: dict[te.Var, te.Expr], mi: te.Expr,
+                        n_vmap: dict[te.Var, te.Expr], acc: te.Expr,
+                        ) -> te.Expr | None:
+        """epilogue(acc + init) at output row `mi` and N axes `n_vmap`; None when it is the
+        identity on the accumulator."""
+        p = self.p
+        vmap = p.axis_values({**bvars, **p.m.unflatten(mi), **n_vmap})
+        init = p.init
+        has_init = not (isinstance(init, te.Const) and float(init.value) == 0.0)
+        conv = _Converter(self.bufs)
+        if has_init:
+            acc = acc + simplify_loads(conv(te.substitute(init, vmap)))
+        if p.epilogue is None:
+            return acc if has_init or self.acc is not self.out else None
+        e = p.epilogue
+        body = te.expand_inline(e.op.body)  # type: ignore[union-attr]
+        body = replace_loads(body, p.product, acc)
+        # the epilogue's axes correspond one to one to the product's (same shape)
+        axes = {ea.var: vmap[pa.var] for ea, pa in zip(
+            e.op.axes, p.product.op.axes, strict=True)}  # type: ignore[union-attr]
+        return simplify_loads(conv(te.substitute(body, axes)))
