@@ -110,6 +110,10 @@ def test_grouped_conv_is_a_batched_gemm():
     assert pat is not None and pat.group is not None
     assert (pat.batch.extents, pat.m.size, pat.n.size, pat.k.size) == ([1, 6], 16, 196, 72)
     assert pat.a.tensor is ins[1]
+    # the bias, read at group x 16 + channel, is added by the micro-kernel to finished tiles
+    space = GemmTemplate.match(ins, [out], [None, rand(96, 8, 3, 3), None],
+                               NAMED_TARGETS["cpu-avx512"])
+    assert space.fused_epilogue is not None and space.fused_epilogue.bias is ins[2]
 
 
 @pytest.mark.parametrize("c,h,k,kh,group,stride", [

@@ -410,7 +410,7 @@ class _Builder:
             return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
                                       int_const(self.ld), klen, m_valid, n_valid, acc,
                                       last if fused else int_const(0),
-                                      *self._fused_args(fused, io_ * blk.mr, c_off)])
+                                      *self._fused_args(fused, self._channel(bvars, io_), c_off)])
 
         def k_blocks(body_of) -> Stmt:
             """body_of(k0, klen, accumulate) over the K blocks."""
@@ -759,6 +759,14 @@ class _Builder:
         parts = fill(0, top, 0, wp) + fill(top + h, hp - top - h, 0, wp) + \
             fill(top, h, 0, left) + fill(top, h, left + w, wp - left - w)
         return For(pl, int_const(planes), "serial", Seq(parts))
+
+    def _channel(self, bvars: dict[te.Var, te.Expr], io: te.Expr) -> te.Expr:
+        """The output channel of M tile `io`'s first row (past the group's channels before it
+        in a grouped convolution)."""
+        first = io * self.blk.mr
+        if self.p.group is None:
+            return first
+        return simplify_index(bvars[self.p.group] * self.p.m.size + first)
 
     def _fused_args(self, fe: FusedEpilogue | None, channel: te.Expr,
                     out_off: te.Expr) -> list[BufPtr | te.Expr]:

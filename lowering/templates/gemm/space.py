@@ -248,8 +248,11 @@ class GemmSpace(GemmCost, ScheduleSpace):
         if not (isinstance(p.init, te.Const) and float(p.init.value) == 0.0):
             mvars = [v for v, _ in p.m.nonunit]
             init = p.init
+            # bias[channel]: the M axis, or a grouped convolution's split channel axis
+            channel = mvars[0] if len(mvars) == 1 and not p.split else \
+                next(iter(p.split.values())) if len(p.split) == 1 else None
             if not (isinstance(init, te.Load) and init.tensor.op is None and len(mvars) == 1
-                    and len(init.indices) == 1 and init.indices[0] is mvars[0]
+                    and len(init.indices) == 1 and init.indices[0] is channel
                     and init.tensor.dtype == "float32"):
                 return None
             bias = init.tensor
