@@ -189,6 +189,21 @@ class _GemmWriter:
         self.label("store")
         res = self._phis(res_full, "full.exit", res_tail, "tail.exit")
         res, residual = self._fused_epilogue(res, masks)
+        # a whole tile is stored with plain stores: AVX2's masked store (vmaskmovps) is
+        # microcoded on AMD cores and NEON has none (LLVM scalarizes it)
+        rows = self.t()
+        self.emit(f"{rows} = icmp eq i64 %m_valid, {b.mr}")
+        whole = self.t()
+        self.emit(f"{whole} = and i1 {full}, {rows}")
+        self.emit(f"br i1 {whole}, label %store.whole, label %store.part")
+        self.label("store.whole")
+        ones = "<" + ", ".join(["i1 true"] * L) + ">"
+        for r in range(b.mr):
+            for v in range(b.nv):
+                y = residual(r, v, ones)
+                self.emit(f"store {vt} {y}, ptr {cptr[r][v]}, align 4")
+        self.emit("ret void")
+        self.label("store.part")
         for r in range(b.mr):
             rv = self.t()
             self.emit(f"{rv} = icmp slt i64 {r}, %m_valid")
