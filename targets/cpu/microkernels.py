@@ -538,31 +538,50 @@ class _ConvWriter(_GemmWriter):
         res = self._add_bias(res, masks)
         bounds = self._bounds()
         self.emit("%fr = icmp ne i64 %has_res, 0")
-        mvs = self.splat_i64("%m_valid")
-        for rc in range(0, b.mr, L):
-            pix_mask = self.t()
-            self.emit(f"{pix_mask} = icmp ult <{L} x i64> {self.iota(rc)}, {mvs}")
-            for v in range(b.nv):
-                rows = [res[(rc + i) * b.nv + v] if rc + i < b.mr else "zeroinitializer"
-                        for i in range(L)]
-                cols = self._transpose(rows)
-                for e in range(L):
-                    ch = v * L + e
-                    on, m, off, p = self.t(), self.t(), self.t(), self.t()
-                    self.emit(f"{on} = icmp slt i64 {ch}, %n_valid")
-                    self.emit(f"{m} = select i1 {on}, {mt} {pix_mask}, {mt} zeroinitializer")
-                    self.emit(f"{off} = mul i64 %ldc, {ch}")
-                    self.emit(f"{p} = getelementptr float, ptr %c, i64 {off}")
-                    q = self.t()
-                    self.emit(f"{q} = getelementptr float, ptr {p}, i64 {rc}")
-                    # the residual: read under the store's mask, none at all without one
-                    rp, rq = self.t(), self.t()
-                    self.emit(f"{rp} = getelementptr float, ptr %res, i64 {off}")
-                    self.emit(f"{rq} = getelementptr float, ptr {rp}, i64 {rc}")
-                    y = self._clamp(self._add_residual(cols[e], rq, m, "%fr"), bounds)
-                    self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {y}, "
-                              f"ptr align 4 {q}, {mt} {m})")
-        self.emit("ret void")
+        # a whole tile's full groups of L pixels are stored with plain stores (AVX2's masked
+        # store is microcoded on AMD cores; NEON scalarizes it); the rest under masks
+        whole_m, whole_n, whole = self.t(), self.t(), self.t()
+        self.emit(f"{whole_m} = icmp eq i64 %m_valid, {b.mr}")
+        self.emit(f"{whole_n} = icmp eq i64 %n_valid, {b.nr}")
+        self.emit(f"{whole} = and i1 {whole_m}, {whole_n}")
+        self.emit(f"br i1 {whole}, label %out.whole, label %out.part")
+        ones = "<" + ", ".join(["i1 true"] * L) + ">"
+        for part in ("whole", "part"):
+            self.label(f"out.{part}")
+            mvs = self.splat_i64("%m_valid")
+            for rc in range(0, b.mr, L):
+                plain = part == "whole" and rc + L <= b.mr
+                pix_mask = self.t()
+                self.emit(f"{pix_mask} = icmp ult <{L} x i64> {self.iota(rc)}, {mvs}")
+                for v in range(b.nv):
+                    rows = [res[(rc + i) * b.nv + v] if rc + i < b.mr else "zeroinitializer"
+                            for i in range(L)]
+                    cols = self._transpose(rows)
+                    for e in range(L):
+                        ch = v * L + e
+                        m, off, p = self.t(), self.t(), self.t()
+                        if plain:
+                            m = ones
+                        else:
+                            on = self.t()
+                            self.emit(f"{on} = icmp slt i64 {ch}, %n_valid")
+                            self.emit(f"{m} = select i1 {on}, {mt} {pix_mask}, "
+                                      f"{mt} zeroinitializer")
+                        self.emit(f"{off} = mul i64 %ldc, {ch}")
+                        self.emit(f"{p} = getelementptr float, ptr %c, i64 {off}")
+                        q = self.t()
+                        self.emit(f"{q} = getelementptr float, ptr {p}, i64 {rc}")
+                        # the residual: read under the store's mask, none at all without one
+                        rp, rq = self.t(), self.t()
+                        self.emit(f"{rp} = getelementptr float, ptr %res, i64 {off}")
+                        self.emit(f"{rq} = getelementptr float, ptr {rp}, i64 {rc}")
+                        y = self._clamp(self._add_residual(cols[e], rq, m, "%fr"), bounds)
+                        if plain:
+                            self.emit(f"store {vt} {y}, ptr {q}, align 4")
+                        else:
+                            self.emit(f"call void @llvm.masked.store.{sfx}.p0({vt} {y}, "
+                                      f"ptr align 4 {q}, {mt} {m})")
+            self.emit("ret void")
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
 
     def _add_bias(self, res: list[str], masks: list[str]) -> list[str]:
