@@ -41,6 +41,16 @@ def conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1,
     return nn.Sequential(*layers)
 
 
+class PooledClassifier(nn.Module):
+    """A convolutional network's head: `features`, global average pooling, then `fc`."""
+
+    features: nn.Sequential
+    fc: nn.Linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
 # ---- ResNet-50 --------------------------------------------------------------------------------
 class Bottleneck(nn.Module):
     def __init__(self, cin: int, width: int, stride: int) -> None:
@@ -58,7 +68,7 @@ class Bottleneck(nn.Module):
 RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
 
 
-class ResNet50(nn.Module):
+class ResNet50(PooledClassifier):
     def __init__(self, classes: int = 1000) -> None:
         super().__init__()
         layers: list[nn.Module] = [conv_bn(3, 64, 7, 2), nn.MaxPool2d(3, 2, 1)]
@@ -69,9 +79,6 @@ class ResNet50(nn.Module):
                 cin = 4 * width
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(cin, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
 # ---- MobileNetV2 ------------------------------------------------------------------------------
@@ -95,7 +102,7 @@ MOBILENETV2_BLOCKS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2)
                       (6, 160, 3, 2), (6, 320, 1, 1))
 
 
-class MobileNetV2(nn.Module):
+class MobileNetV2(PooledClassifier):
     def __init__(self, classes: int = 1000) -> None:
         super().__init__()
         layers: list[nn.Module] = [conv_bn(3, 32, 3, 2, act=nn.ReLU6)]
@@ -107,9 +114,6 @@ class MobileNetV2(nn.Module):
         layers.append(conv_bn(cin, 1280, 1, act=nn.ReLU6))
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(1280, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
 # ---- BERT-base-sized encoder ------------------------------------------------------------------
@@ -178,7 +182,7 @@ EFFICIENTNET_B0_STAGES = ((1, 3, 1, 16, 1), (6, 3, 2, 24, 2), (6, 5, 2, 40, 2),
                           (6, 3, 1, 320, 1))
 
 
-class EfficientNetB0(nn.Module):
+class EfficientNetB0(PooledClassifier):
     def __init__(self, classes: int = 1000) -> None:
         super().__init__()
         layers: list[nn.Module] = [conv_bn(3, 32, 3, 2, act=nn.SiLU)]
@@ -190,9 +194,6 @@ class EfficientNetB0(nn.Module):
         layers.append(conv_bn(cin, 1280, 1, act=nn.SiLU))
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(1280, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
 # ---- RegNetY-400MF ----------------------------------------------------------------------------
@@ -214,7 +215,7 @@ class RegNetYBlock(nn.Module):
 REGNETY_400MF_STAGES = ((48, 1), (104, 3), (208, 6), (440, 6))  # (width, blocks); stride 2 each
 
 
-class RegNetY400MF(nn.Module):
+class RegNetY400MF(PooledClassifier):
     def __init__(self, classes: int = 1000, group_width: int = 8) -> None:
         super().__init__()
         layers: list[nn.Module] = [conv_bn(3, 32, 3, 2)]
@@ -225,9 +226,6 @@ class RegNetY400MF(nn.Module):
                 cin = width
         self.features = nn.Sequential(*layers)
         self.fc = nn.Linear(cin, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
 
 
 # ---- ViT-B/16 ---------------------------------------------------------------------------------

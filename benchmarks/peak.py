@@ -22,16 +22,15 @@ import functools
 import os
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from table import print_rows  # noqa: E402
 
-SOURCE = HERE.parent / "targets" / "cpu" / "probes.c"
+from targets.cpu.calibrate import probe_binary  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -47,22 +46,12 @@ class Peak:
         return self.gflops / self.threads
 
 
-@functools.cache
-def _binary(lanes: int | None) -> Path:
-    out = Path(tempfile.mkdtemp(prefix="aotc_peak_")) / "probes"
-    cmd = ["cc", "-O2", "-march=native", "-pthread", "-o", str(out), str(SOURCE)]
-    if lanes is not None:
-        cmd.insert(3, f"-DFORCE_LANES={lanes}")
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return out
-
-
 def measure_peak(threads: int = 1, reps: int = 5, seconds: float = 0.3,
                  lanes: int | None = None) -> Peak:
     """Best of `reps` runs of `threads` FMA threads, `seconds` each."""
     best: Peak | None = None
     for _ in range(reps):
-        out = subprocess.run([str(_binary(lanes)), "fma", str(threads), str(seconds)], check=True,
+        out = subprocess.run([str(probe_binary(lanes)), "fma", str(threads), str(seconds)], check=True,
                              capture_output=True, text=True).stdout.split()
         width, chains, n, flops, wall, on_cpu = (int(out[0]), int(out[1]), int(out[2]),
                                                  float(out[3]), float(out[4]), float(out[5]))

@@ -30,6 +30,7 @@ from table import print_rows  # noqa: E402
 
 from lowering import te  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
+from lowering.ops.linalg.product import matrix_product  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate  # noqa: E402
 from targets.cpu.calibrate import load_machine_file  # noqa: E402
 from targets.cpu.measure import Measurer  # noqa: E402
@@ -55,9 +56,7 @@ def spearman(x: list[float], y: list[float]) -> float:
 def gemm_space(size: int, target) -> GemmSpace:
     a = te.placeholder((size, size), "float32", "a")
     b = te.placeholder((size, size), "float32", "b")
-    r = te.reduce_axis(size, "r")
-    c = te.compute((size, size), lambda i, j: te.reduce("sum", a[i, r.var] * b[r.var, j], [r]),
-                   name="mm")
+    c = matrix_product(a, b)
     bw = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
     return GemmTemplate.match([a, b], [c], [None, bw], target)
 

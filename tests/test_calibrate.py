@@ -15,6 +15,7 @@ import pytest
 from aotc.errors import AotcError
 from lowering import te
 from lowering.machine import MACHINES, Machine
+from lowering.ops.linalg.product import matrix_product
 from lowering.templates.gemm import GemmTemplate
 from targets.cpu.calibrate import fma_peak, load_machine_file, read_bandwidth
 from targets.cpu.target import NAMED_TARGETS
@@ -55,10 +56,7 @@ def test_machine_file_round_trip_and_refusals(tmp_path: Path) -> None:
 def _gemm_space(target):
     a = te.placeholder((256, 512), "float32", "a")
     b = te.placeholder((512, 256), "float32", "b")
-    r = te.reduce_axis(512, "r")
-    c = te.compute((256, 256), lambda i, j: te.reduce("sum", a[i, r.var] * b[r.var, j], [r]),
-                   name="mm")
-    return GemmTemplate.match([a, b], [c], [None, None], target)
+    return GemmTemplate.match([a, b], [matrix_product(a, b)], [None, None], target)
 
 
 def test_measured_block_efficiency_drives_the_block_choice() -> None:

@@ -56,18 +56,22 @@ def load_machine_file(path: Path) -> Machine:
 
 
 @functools.cache
-def _probe_binary(cc: str = "cc") -> Path:
+def probe_binary(lanes: int | None = None) -> Path:
+    """`probes.c` built for this machine (at `lanes` floats per vector, default the widest the
+    compiler targets here)."""
     out = Path(tempfile.mkdtemp(prefix="aotc_probes_")) / "probes"
-    cmd = [cc, "-O2", "-march=native", "-pthread", "-o", str(out), str(PROBES)]
+    cmd = ["cc", "-O2", "-march=native", "-pthread", "-o", str(out), str(PROBES)]
+    if lanes is not None:
+        cmd.insert(3, f"-DFORCE_LANES={lanes}")
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise AotcError(f"cannot build the machine probes with {cc}",
+        raise AotcError("cannot build the machine probes with cc",
                         hint=proc.stderr.strip()[-500:])
     return out
 
 
 def _probe(*args: object) -> list[str]:
-    proc = subprocess.run([str(_probe_binary()), *map(str, args)], capture_output=True,
+    proc = subprocess.run([str(probe_binary()), *map(str, args)], capture_output=True,
                           text=True)
     if proc.returncode != 0:
         raise AotcError(f"the machine probe '{args[0]}' failed", hint=proc.stderr.strip())
@@ -99,6 +103,7 @@ def block_efficiency(target, blocks: list[str] | None = None,
     target's peak: a GEMM of 8 M tiles x 4 N panels, K 256, B constant, one K block."""
     from lowering import te
     from lowering.intrinsics import gemm_blocks
+    from lowering.ops.linalg.product import matrix_product
     from lowering.templates.gemm import GemmTemplate
     from targets.cpu.measure import Measurer, runs_on_host
 
@@ -113,9 +118,7 @@ def block_efficiency(target, blocks: list[str] | None = None,
         m, n, k = 8 * blk.mr, 4 * blk.nr, 256
         a = te.placeholder((m, k), "float32", "a")
         b = te.placeholder((k, n), "float32", "b")
-        r = te.reduce_axis(k, "r")
-        c = te.compute((m, n), lambda i, j, a=a, b=b, r=r: te.reduce(
-            "sum", a[i, r.var] * b[r.var, j], [r]), name="mm")
+        c = matrix_product(a, b)
         space = GemmTemplate.match([a, b], [c], [None, rng.standard_normal((k, n)).astype(
             np.float32)], target)
         if space is None:

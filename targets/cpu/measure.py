@@ -20,7 +20,7 @@ from lowering.loop_ir import Kernel, format_kernel
 from lowering.search.measure import Measurement
 from lowering.search.space import BuiltKernel, Config, ScheduleSpace
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
-from targets.cpu.target import CpuTarget, host_target
+from targets.cpu.target import CpuTarget, enabled_features, host_target
 
 _SERIAL_RUNTIME = r"""
 #include <stdint.h>
@@ -74,9 +74,7 @@ def runs_on_host(target: object) -> bool:
         return False
     if target.triple.split("-")[0] != host.triple.split("-")[0]:
         return False
-    have = {f[1:] for f in host.features.split(",") if f.startswith("+")}
-    need = {f[1:] for f in target.features.split(",") if f.startswith("+")}
-    return need <= have
+    return enabled_features(target.features) <= enabled_features(host.features)
 
 
 class Measurer:

@@ -28,6 +28,12 @@ def product(
     return te.compute(tuple(out_shape), body, name=name)
 
 
+def matrix_product(a: te.Tensor, b: te.Tensor, name: str = "matmul") -> te.Tensor:
+    """The plain 2-D `a @ b` (calibration, benchmarks and tests build GEMMs with it)."""
+    return product((a.shape[0], b.shape[1]), a.shape[1], lambda idx, k: a[idx[0], k],
+                   lambda idx, k: b[k, idx[1]], name)
+
+
 def batch_index(
     operand_batch: Sequence[int], out_batch_idx: Sequence[te.Expr]
 ) -> list[te.Expr]:
