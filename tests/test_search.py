@@ -114,13 +114,16 @@ def test_knobs_follow_loop_structure() -> None:
     assert set(dw["s0.vec"]) >= {0, 1, -1}
 
     ew = te.placeholder((64, 30000), "float32", "Z")
-    ew_space = _space([ew], [te.compute((64, 30000), lambda i, j: ew[i, j] * 2.0, name="E")], STRUCTURE)
+    ew_space = _space([ew], [te.compute((64, 30000), lambda i, j: ew[i, j] * 2.0, name="E")],
+                      STRUCTURE)
     assert _knobs(ew_space)["s0.split"][0] == 0  # the rule splits only a lone loop
     lone = te.placeholder((100000,), "float32", "L")
-    lone_space = _space([lone], [te.compute((100000,), lambda i: lone[i] + 1.0, name="E")], STRUCTURE)
+    lone_space = _space([lone], [te.compute((100000,), lambda i: lone[i] + 1.0, name="E")],
+                        STRUCTURE)
     assert _knobs(lone_space)["s0.split"][0] == 4096
     tiny = te.placeholder((4,), "float32", "T")
-    assert _space([tiny], [te.compute((4,), lambda i: tiny[i] + 1.0, name="E")], STRUCTURE).knobs == []
+    tiny_out = te.compute((4,), lambda i: tiny[i] + 1.0, name="E")
+    assert _space([tiny], [tiny_out], STRUCTURE).knobs == []
 
     sm = _knobs(softmax_rows(64, 1000, STRUCTURE)[0])
     assert any(n.startswith("s0.") for n in sm) and any(n.startswith("s2.") for n in sm)

@@ -137,7 +137,8 @@ def test_grouped_conv_with_relu_against_ort():
     """Through the whole compiler: Conv(group=4) + Relu, and a batch of 2."""
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 12, 12])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64, 6, 6])
-    inits = [numpy_helper.from_array(rand(64, 8, 3, 3), "w"), numpy_helper.from_array(rand(64), "b")]
+    inits = [numpy_helper.from_array(rand(64, 8, 3, 3), "w"),
+             numpy_helper.from_array(rand(64), "b")]
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2],
                               group=4),
              helper.make_node("Relu", ["c"], ["y"])]
@@ -510,7 +511,8 @@ def run_in_place(space: GemmSpace, configs, arrays, res_index: int):
 
 
 @pytest.mark.parametrize("kh, modes", [(1, ("direct", "pack")), (3, ("pixels",))])
-def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one_call(kh, modes, run_target):
+def test_residual_may_be_overwritten_by_the_output_when_the_tile_finishes_in_one_call(
+        kh, modes, run_target):
     """in_place_input names the residual exactly for the schedules whose micro-kernel reads
     each residual element right before storing the output there (one K block; pixel mode at
     any K block); those schedules, run with one buffer as residual and output, agree with
@@ -693,7 +695,8 @@ def test_window_mode_compiles_for_other_targets(target):
     (8, 17, 23, 12, 5, 3, (2, 1, 2, 1), 3, 1),     # stride 3, odd widths
     (6, 19, 19, 10, 3, 3, (2, 2, 2, 2), 2, 2),     # dilated
 ])
-def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, stride, dilation, run_target):
+def test_strided_window_packs_from_a_split_input(c, h, w, k, kh, kw, pads, stride, dilation,
+                                                 run_target):
     """A window with stride s along the row is packed from a copy of its input split by column
     residue ([q][..][j] = x[.., s*j + q]), so the packing copies contiguous runs; every packed
     schedule still computes the convolution. 1x1 strided windows are packed directly."""

@@ -2,7 +2,8 @@
 the register-blocked micro-kernel intrinsic (`lowering/intrinsics.py`).
 
 Layered one way: `pattern` (matching and its frozen analysis) → `cost` (the cost model) →
-`build` (a configuration's kernel) → `space` (the knobs, and the space the search sees).
+`build` (a configuration's kernel; window and pixel modes' nests in `conv_modes`) → `space`
+(the knobs, and the space the search sees).
 
 Matching is structural (AMOS-style): one sum-reduction stage whose body is the product of two
 loads; the output axes that only the second operand reads form the trailing N group (flattened,

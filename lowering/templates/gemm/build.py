@@ -14,7 +14,6 @@ import numpy as np
 from lowering import te
 from lowering.affine import evaluate, normalize, simplify_index
 from lowering.default_schedule import default_schedule
-from lowering.intrinsics import GemmBlock, conv_routine, transpose_routine
 from lowering.loop_ir import (
     Buffer,
     BufLoad,
@@ -32,13 +31,13 @@ from lowering.loop_ir import (
 )
 from lowering.lower import _Converter, lower_stage
 from lowering.search.space import BuiltKernel, Config
+from lowering.templates.gemm.conv_modes import ConvModes, zero_pixels
 from lowering.templates.gemm.cost import PARALLEL_MIN_MACS, accumulates_line_pitched
 from lowering.templates.gemm.pattern import (
     FusedEpilogue,
     Group,
     PixelTiling,
-    Window,
-    int_const,
+    i64,
     replace_loads,
     round_up,
     unit_stride,
@@ -48,24 +47,7 @@ from lowering.tensorize import epilogue_args
 if TYPE_CHECKING:
     from lowering.templates.gemm.space import GemmSpace
 
-# elements from which that copy runs its image rows in parallel
-PARALLEL_COPY_MIN = 1 << 17
-
-
-def _zero_pixels(dst: Buffer, plane: te.Expr, row: te.Expr, col0: int, cols: int,
-                 layout: tuple[int, int, int]) -> Stmt:
-    """Zeros into `cols` pixels from (`row`, `col0`) of `plane` of a padded buffer whose
-    planes are (rows, row pitch, elements per pixel) = `layout`: [n, c, hp, wp] has one
-    element per pixel, the channels-last copy [n, hp, wp, c] has c."""
-    hp, wp, unit = layout
-    z = te.Var("zx")
-    n = cols * unit
-    base = ((plane * hp + row) * wp + col0) * unit
-    return For(z, int_const(n), "vectorize" if n >= 4 else "serial",
-               Store(dst, simplify_index(base + z), te.Const(0.0, "float32")))
-
-
-class _Builder:
+class _Builder(ConvModes):
     def __init__(self, space: GemmSpace, config: Config, name: str) -> None:
         self.s = space
         self.p = space.pat
@@ -125,8 +107,8 @@ class _Builder:
 
         def body(q: te.Var, *idx: te.Var) -> te.Expr:
             col = idx[-1] * stride + q
-            clamped = te.minimum(col, int_const(width - 1))
-            return te.select(te.Binary("lt", col, int_const(width)), t[(*idx[:-1], clamped)],
+            clamped = te.minimum(col, i64(width - 1))
+            return te.select(te.Binary("lt", col, i64(width)), t[(*idx[:-1], clamped)],
                              te.Const(0.0, t.dtype))
 
         split = te.compute((stride, *t.shape[:-1], round_up(width, stride) // stride), body,
@@ -163,10 +145,9 @@ class _Builder:
                                                         self.pw.k_group)
             elif self.a_mode == "const" and i == s.a_const:
                 shape = (self.groups * self.mt, K, blk.mr)
-                self.transforms[i] = self._const_packer(
-                    p.a, p.m, blk.mr, self.mt,
-                    s.window.k_group if self.b_mode == "window" else None,  # type: ignore[union-attr]
-                    grouped=True)
+                k_group = s.window.k_group if self.b_mode == "window" else None  # type: ignore[union-attr]
+                self.transforms[i] = self._const_packer(p.a, p.m, blk.mr, self.mt, k_group,
+                                                        grouped=True)
             if self.b_mode == "const" and i == s.b_const:
                 shape = (self.nt, K, blk.nr)
                 self.transforms[i] = self._const_packer(p.b, p.n, blk.nr, self.nt)
@@ -287,16 +268,16 @@ class _Builder:
             buf = self.bufs[id(self.s.inputs[const_i])]  # type: ignore[index]
             if which == "a" and p.group is not None:  # this group's packed weights
                 tile = bvars[p.group] * self.mt + tile
-            return BufPtr(buf, simplify_index(tile * (K * r) + k0 * r)), int_const(1), int_const(r)
+            return BufPtr(buf, simplify_index(tile * (K * r) + k0 * r)), i64(1), i64(r)
         if mode == "pack":
             assert packed is not None
             return BufPtr(packed, (bidx * self.mt_or_nt(which) + tile) * (K * r) + k0 * r), \
-                int_const(1), int_const(r)
+                i64(1), i64(r)
         flat = self.s._flat(load, own, tile * r, k0)
         flat = te.substitute(flat, bvars)
         own_stride, k_stride = self.s.direct_strides[id(load)]  # found by _direct_ok
         buf = self.bufs[id(load.tensor)]
-        return BufPtr(buf, simplify_index(flat)), int_const(own_stride), int_const(k_stride)
+        return BufPtr(buf, simplify_index(flat)), i64(own_stride), i64(k_stride)
 
     def _source(self, load: te.Load, vmap: dict[te.Var, te.Expr]) -> te.Expr:
         """The packed operand's value at the loop variables of `vmap`, as buffer loads."""
@@ -316,15 +297,15 @@ class _Builder:
             (p.b if self.split is None else self.split[1], p.n, blk.nr, self.bp)
         assert buf is not None
         t0 = tile * r
-        valid = te.minimum(int_const(r), int_const(own.size) - t0)
+        valid = te.minimum(i64(r), i64(own.size) - t0)
         vmap: dict[te.Var, te.Expr] = dict(bvars)
         # reduce axes: one loop each; their flat index is affine
         kloops: list[tuple[te.Var, int]] = []
-        kflat: te.Expr = int_const(0)
+        kflat: te.Expr = i64(0)
         for v, e in zip(p.k.vars, p.k.extents, strict=True):
             kflat = kflat * e
             if e == 1:
-                vmap[v] = int_const(0)
+                vmap[v] = i64(0)
                 continue
             lv = te.Var("pk")
             vmap[v] = lv
@@ -334,20 +315,20 @@ class _Builder:
         axes = own.nonunit
         for v, e in zip(own.vars, own.extents, strict=True):
             if e == 1:
-                vmap[v] = int_const(0)
+                vmap[v] = i64(0)
         inner = te.Var("pr")
         if len(axes) > 1:
             # the own axes as one run when the operand holds them contiguously (a 1x1
             # convolution's pixels): one copy per k row, not one per image row it spans
             flat = {**vmap, **Group([v for v, _ in axes], [e for _, e in axes]).unflatten(
                 t0 + inner)}
-            if not divides(Store(buf, int_const(0), self._source(load, flat)), inner):
+            if not divides(Store(buf, i64(0), self._source(load, flat)), inner):
                 vmap, axes = flat, []
         if len(axes) <= 1:
             if axes:
                 vmap[axes[0][0]] = t0 + inner
             dst_r: te.Expr = inner
-            lo: te.Expr = int_const(0)
+            lo: te.Expr = i64(0)
             hi: te.Expr = valid
             wrap = None
         else:
@@ -357,8 +338,8 @@ class _Builder:
             vmap.update(outer_group.unflatten(of))
             vmap[last_v] = inner
             dst_r = of * last_e + inner - t0
-            lo = te.maximum(int_const(0), t0 - of * last_e)
-            hi = te.minimum(int_const(last_e), t0 + valid - of * last_e)
+            lo = te.maximum(i64(0), t0 - of * last_e)
+            hi = te.minimum(i64(last_e), t0 + valid - of * last_e)
             wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
         value = self._source(load, vmap)
         panel = (bvar * self.mt_or_nt(which) + tile) * K
@@ -368,16 +349,16 @@ class _Builder:
             # the next tile's run of this row, one tile ahead: each k row is a stream of its
             # own (a plane apart), more streams than the hardware prefetchers follow
             ahead = [Prefetch(value.buf, simplify_index(te.substitute(
-                value.index, {inner: int_const(r + line * self.s.line_floats)})))
+                value.index, {inner: i64(r + line * self.s.line_floats)})))
                 for line in range(math.ceil(r / self.s.line_floats))]
             body = Seq([*ahead, body])
         if wrap is not None:
             body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
         for lv, e in reversed(kloops):
-            body = For(lv, int_const(e), "serial", body)
+            body = For(lv, i64(e), "serial", body)
         if own.size % r:
             kz, rz = te.Var("zk"), te.Var("zr")
-            zero = For(kz, int_const(K), "serial", For(rz, int_const(r), "serial", Store(
+            zero = For(kz, i64(K), "serial", For(rz, i64(r), "serial", Store(
                 buf, (panel + kz) * r + rz, te.Const(0.0, "float32")), start=valid))
             body = Seq([body, zero])
         return body
@@ -404,21 +385,22 @@ class _Builder:
             a_ptr, a_rs, a_ks = self._operand_ptr("a", bvars, io_, k0, bflat)
             b_ptr, _, b_ks = self._operand_ptr("b", bvars, jo_, k0, bflat)
             c_off = (bflat * M + io_ * blk.mr) * self.ld + jo_ * blk.nr
-            m_valid = te.minimum(int_const(blk.mr), int_const(M) - io_ * blk.mr)
-            n_valid = te.minimum(int_const(blk.nr), int_const(N) - jo_ * blk.nr)
-            last = int_const(1) if nk == 1 else te.select(te.Binary("eq", kb, int_const(nk - 1)), int_const(1), int_const(0))
+            m_valid = te.minimum(i64(blk.mr), i64(M) - io_ * blk.mr)
+            n_valid = te.minimum(i64(blk.nr), i64(N) - jo_ * blk.nr)
+            last = i64(1) if nk == 1 else \
+                te.select(te.Binary("eq", kb, i64(nk - 1)), i64(1), i64(0))
             return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
-                                      int_const(self.ld), klen, m_valid, n_valid, acc,
-                                      last if fused else int_const(0),
+                                      i64(self.ld), klen, m_valid, n_valid, acc,
+                                      last if fused else i64(0),
                                       *self._fused_args(fused, self._channel(bvars, io_), c_off)])
 
         def k_blocks(body_of) -> Stmt:
             """body_of(k0, klen, accumulate) over the K blocks."""
             if self.kc >= K:
-                return body_of(int_const(0), int_const(K), int_const(0))
+                return body_of(i64(0), i64(K), i64(0))
             k0 = kb * self.kc
-            return For(kb, int_const(nk), "serial",
-                       body_of(k0, te.minimum(int_const(self.kc), int_const(K) - k0), te.minimum(kb, int_const(1))))
+            return For(kb, i64(nk), "serial",
+                       body_of(k0, te.minimum(i64(self.kc), i64(K) - k0), te.minimum(kb, i64(1))))
 
         # packing of runtime operands that the main loop does not pack itself
         if self.a_mode == "pack":
@@ -440,10 +422,10 @@ class _Builder:
             if self.b_mode == "pack":
                 body.append(self._pack_stage("b", bflat, bvars, jo))
             body.append(k_blocks(lambda k0, kl, acc: For(
-                io, int_const(self.mt), "serial", tile_call(io, jo, k0, kl, acc))))
+                io, i64(self.mt), "serial", tile_call(io, jo, k0, kl, acc))))
             if fused is None:
-                body.append(self._epilogue(bvars, bflat, int_const(0), int_const(M), jo * blk.nr,
-                                           te.minimum(int_const(blk.nr), int_const(N) - jo * blk.nr)))
+                body.append(self._epilogue(bvars, bflat, i64(0), i64(M), jo * blk.nr,
+                                           te.minimum(i64(blk.nr), i64(N) - jo * blk.nr)))
             stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
         elif par == "blocked":
             # GotoBLAS's order: chunks of N panels (parallel) > K blocks > M blocks > N panels
@@ -451,18 +433,18 @@ class _Builder:
             tiles, panels = self.s.blocking(blk, self.kc)
             jc, mb = te.Var("jc"), te.Var("mb")
             j0, i0 = jc * panels, mb * tiles
-            jn = te.minimum(int_const(panels), int_const(self.nt) - j0)
-            i_n = te.minimum(int_const(tiles), int_const(self.mt) - i0)
+            jn = te.minimum(i64(panels), i64(self.nt) - j0)
+            i_n = te.minimum(i64(tiles), i64(self.mt) - i0)
             body = []
             if self.b_mode == "pack":
                 body.append(For(jo, jn, "serial", self._pack_stage("b", bflat, bvars, j0 + jo)))
             body.append(k_blocks(lambda k0, kl, acc: For(
-                mb, int_const(math.ceil(self.mt / tiles)), "serial", For(jo, jn, "serial", For(
+                mb, i64(math.ceil(self.mt / tiles)), "serial", For(jo, jn, "serial", For(
                     io, i_n, "serial", tile_call(i0 + io, j0 + jo, k0, kl, acc))))))
             if fused is None:
                 n0 = j0 * blk.nr
-                body.append(self._epilogue(bvars, bflat, int_const(0), int_const(M), n0,
-                                           te.minimum(int_const(panels * blk.nr), int_const(N) - n0)))
+                body.append(self._epilogue(bvars, bflat, i64(0), i64(M), n0,
+                                           te.minimum(i64(panels * blk.nr), i64(N) - n0)))
             stages.append(self._fused_loop(bflat, jc, nb, math.ceil(self.nt / panels),
                                            outer_kind, Seq(body)))
         else:
@@ -471,237 +453,19 @@ class _Builder:
             cp = self.s.chunk_panels(blk)
             chunks = math.ceil(self.nt / cp)
             f = te.Var("mc")
-            ch, io_ = (f // self.mt, f % self.mt) if chunks > 1 else (int_const(0), f)
+            ch, io_ = (f // self.mt, f % self.mt) if chunks > 1 else (i64(0), f)
             j0 = ch * cp
-            jn = te.minimum(int_const(cp), int_const(self.nt) - j0)
+            jn = te.minimum(i64(cp), i64(self.nt) - j0)
             body = [k_blocks(lambda k0, kl, acc: For(
                 jo, jn, "serial", tile_call(io_, j0 + jo, k0, kl, acc)))]
             if fused is None:
                 n0 = j0 * blk.nr
                 body.append(self._epilogue(bvars, bflat, io_ * blk.mr,
-                                           te.minimum(int_const(blk.mr), int_const(M) - io_ * blk.mr),
-                                           n0, te.minimum(int_const(cp * blk.nr), int_const(N) - n0)))
+                                           te.minimum(i64(blk.mr), i64(M) - io_ * blk.mr),
+                                           n0, te.minimum(i64(cp * blk.nr), i64(N) - n0)))
             stages.append(self._fused_loop(bflat, f, nb, chunks * self.mt, outer_kind,
                                            Seq(body)))
         return stages
-
-    def _window_main(self, bflat: te.Var, bvars: dict[te.Var, te.Expr], par: str,
-                     kind: str) -> Stmt:
-        """Window mode: per tile, the taps and run blocks accumulate micro-kernel calls into
-        the virtual-column scratch; the epilogue then compacts each finished panel."""
-        p, blk, w = self.p, self.blk, self.win
-        assert w is not None
-        M, K, V = p.m.size, p.k.size, w.size
-        io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")
-        tap_vars = [te.Var("tap") for _ in w.taps]
-        a_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
-        b_buf = self.bufs[id(p.b.tensor)]
-        base = self._window_base(w, bvars)
-        tap_off: te.Expr = int_const(0)
-        tap_flat: te.Expr = int_const(0)
-        for tv, (_, e, coef) in zip(tap_vars, w.taps, strict=True):
-            tap_off = tap_off + tv * coef
-            tap_flat = tap_flat * e + tv
-        nk = math.ceil(w.run_extent / self.kc) if self.kc < w.run_extent else 1
-        kc = min(self.kc, w.run_extent)
-        c0 = kb * kc
-
-        def call() -> Stmt:
-            a_off = io * (K * blk.mr) + (tap_flat * w.run_extent + c0) * blk.mr
-            b_off = base + c0 * w.run_stride + tap_off + jo * blk.nr
-            c_off = (bflat * M + io * blk.mr) * self.ld + jo * blk.nr
-            return Call(blk.routine, [
-                BufPtr(a_buf, simplify_index(a_off)), int_const(1), int_const(blk.mr),
-                BufPtr(b_buf, simplify_index(b_off)), int_const(w.run_stride),
-                BufPtr(self.acc, simplify_index(c_off)), int_const(self.ld),
-                te.minimum(int_const(kc), int_const(w.run_extent) - c0),
-                te.minimum(int_const(blk.mr), int_const(M) - io * blk.mr),
-                te.minimum(int_const(blk.nr), int_const(V) - jo * blk.nr),
-                te.minimum(kb + tap_flat, int_const(1)), int_const(0), *self._fused_args(None, int_const(0), int_const(0))])
-
-        def over_k(body: Stmt) -> Stmt:
-            for tv, (_, e, _) in reversed(list(zip(tap_vars, w.taps, strict=True))):
-                body = For(tv, int_const(e), "serial", body)
-            return For(kb, int_const(nk), "serial", body)
-
-        if par == "n":
-            body = Seq([over_k(For(io, int_const(self.mt), "serial", call())),
-                        self._window_epilogue(bvars, bflat, int_const(0), int_const(M), jo * blk.nr,
-                                              te.minimum(int_const(V), jo * blk.nr + blk.nr))])
-            return self._fused_loop(bflat, jo, p.batch.size, self.nt, kind, body)
-        body = Seq([For(jo, int_const(self.nt), "serial", over_k(call())),
-                    self._window_epilogue(bvars, bflat, io * blk.mr,
-                                          te.minimum(int_const(blk.mr), int_const(M) - io * blk.mr),
-                                          int_const(0), int_const(V))])
-        return self._fused_loop(bflat, io, p.batch.size, self.mt, kind, body)
-
-    def _window_base(self, w: Window, bvars: dict[te.Var, te.Expr]) -> te.Expr:
-        """Where a window reads for the batch `bvars` at output pixel 0 and tap 0."""
-        zero = {v: int_const(0) for v in self.p.n.vars + self.p.k.vars}
-        return te.substitute(w.flat, {**zero, **bvars})
-
-    def _window_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
-                         mlen: te.Expr, v0: te.Expr, v1: te.Expr) -> Stmt:
-        """out = epilogue(scratch + init) for rows [m0, m0+mlen) and the output pixels whose
-        virtual columns lie in [v0, v1): one loop over output rows, one over the row."""
-        p, w = self.p, self.win
-        assert w is not None
-        M, N = p.m.size, p.n.size
-        i, r, j = te.Var("ei"), te.Var("er"), te.Var("ej")
-        nvars = [v for v, _ in p.n.nonunit]
-        n_vmap: dict[te.Var, te.Expr] = {v: int_const(0) for v in p.n.vars}
-        n_vmap[nvars[-1]] = j
-        if len(nvars) == 2:
-            n_vmap[nvars[0]] = r
-        mi = m0 + i
-        acc = BufLoad(self.acc, simplify_index((bflat * M + mi) * self.ld + r * w.row + j))
-        out_index = simplify_index((bflat * M + mi) * N + r * w.out_row + j)
-        value = self._epilogue_value(bvars, mi, n_vmap, acc)
-        lo = te.maximum(int_const(0), v0 - r * w.row)
-        hi = te.minimum(int_const(w.out_row), v1 - r * w.row)
-        return For(i, mlen, "serial", For(
-            r, (v1 + w.row - 1) // w.row, "serial",
-            For(j, hi, "vectorize", Store(self.out, out_index, value), start=lo),
-            start=v0 // w.row))
-
-    def _pixels_main(self, kind: str) -> Stmt:
-        """Pixel mode: the convolution micro-kernel (targets/cpu/microkernels.py, _ConvWriter)
-        with output pixels as its rows, read in place from the (padded) input, and output
-        channels as its vector columns, read from the weights packed as [channel tile][tap,
-        input channel][NR]. Tiles run over the output pixels of an image numbered across
-        rows, so no lane is wasted on rows shorter than a vector multiple (7x7, 14x14
-        layers), and strided rows need no gather (the strides are the micro-kernel's row
-        offsets). Each tile is stored transposed straight into the output, after the fused
-        epilogue (bias, ReLU/Clip, residual: GemmSpace._clamped_bias) in registers; any other
-        epilogue runs in place over each finished block of tiles. With kc >= K one call per
-        tile keeps the whole reduction, taps included, in registers; otherwise one call per
-        tap and channel block reuses that tap's weights from L1 across the block's tiles."""
-        p, blk, w = self.p, self.blk, self.pw
-        assert w is not None
-        M, K, nb = p.m.size, p.k.size, p.batch.size
-        P, pixel_offset = self._output_plane()
-        tiling = self.tiling
-        g, tpr, gb, m_full = tiling.g, tiling.tpr, tiling.gb, tiling.m_full
-        ngroups, nblk = tiling.groups, tiling.blocks
-        nt = self.ct
-        f, gi, ti = te.Var("pf"), te.Var("pg"), te.Var("pt")
-        bflat = f // (nt * nblk)
-        if M * K * 4 <= self.s.machine.l2 // 2:
-            # all the weights stay in L2: the channel tiles of one block of pixels run back
-            # to back, reusing its input lines from L1/L2 instead of re-reading the input
-            jo, blk_i = f % nt, f // nt % nblk
-        else:  # each channel tile's weights once through the cache, all blocks in turn
-            jo, blk_i = f // nblk % nt, f % nblk
-        bvars = p.batch.unflatten(bflat)
-        w_buf = self.bufs[id(self.s.inputs[self.s.a_const])]  # type: ignore[index]
-        x_buf = self.bufs[id(p.b.tensor if self.cl is None else self.cl.copy)]
-        base = self._window_base(w, bvars)
-        taps = [(e, coef) for _, e, coef in w.taps]
-        taps = [(1, 0)] * (2 - len(taps)) + taps
-        groups_here = te.minimum(int_const(gb), int_const(ngroups) - blk_i * gb)
-        w_off = jo * (K * blk.nr)
-        geometry = [int_const(w.out_row), int_const(w.row), int_const(w.col_stride), int_const(w.run_stride)]
-        n_valid = te.minimum(int_const(blk.nr), int_const(M) - jo * blk.nr)
-        fused = self.s.fused_epilogue  # else: _pixels_epilogue
-        kc = min(self.kc, w.run_extent)
-        nk = math.ceil(w.run_extent / kc)
-        ntaps = taps[0][0] * taps[1][0]
-        kb, t1, t2 = te.Var("kb"), te.Var("t1"), te.Var("t2")
-
-        def call(rows: int, gi: te.Expr, ti: te.Expr) -> Stmt:
-            """The micro-kernel of `rows` rows on tile (gi, ti) of the block: every tile is
-            whole (the short last tile of a row or image has its own, shorter kernel)."""
-            oh0 = (blk_i * gb + gi) * g
-            ow0 = ti * blk.mr
-            x_tile = base + oh0 * w.row + ow0 * w.col_stride
-            out_off = (bflat * M + jo * blk.nr) * P + pixel_offset(oh0, ow0)
-            # a tile within one output row whose pixels lie less than a line apart
-            near = g == 1 and (rows - 1) * w.col_stride < self.s.line_floats
-            routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes), near)
-            valid = [int_const(rows), int_const(rows), n_valid]
-            finish = self._fused_args(fused, jo * blk.nr, out_off)
-            if self.kc >= K:
-                return Call(routine, [
-                    BufPtr(x_buf, simplify_index(x_tile)), *geometry,
-                    int_const(taps[0][0]), int_const(taps[0][1]), int_const(taps[1][0]), int_const(taps[1][1]),
-                    BufPtr(w_buf, simplify_index(w_off)), int_const(blk.nr),
-                    int_const(w.run_extent * blk.nr),
-                    BufPtr(self.out, simplify_index(out_off)), int_const(P), int_const(w.run_extent), *valid,
-                    BufPtr(self.out, int_const(0)), int_const(1), int_const(1), *finish])
-            tap = t1 * taps[1][0] + t2
-            c0 = kb * kc
-            step = kb * ntaps + tap
-            return Call(routine, [
-                BufPtr(x_buf, simplify_index(x_tile + t1 * taps[0][1] + t2 * taps[1][1]
-                                             + c0 * w.run_stride)), *geometry,
-                int_const(1), int_const(0), int_const(1), int_const(0),
-                BufPtr(w_buf, simplify_index(w_off + (tap * w.run_extent + c0) * blk.nr)),
-                int_const(blk.nr), int_const(0),
-                BufPtr(self.out, simplify_index(out_off)), int_const(P),
-                te.minimum(int_const(kc), int_const(w.run_extent) - c0), *valid,
-                BufPtr(self.part, simplify_index(((f * gb + gi) * tpr + ti)
-                                                 * (blk.mr * blk.nr))),
-                te.select(te.Binary("eq", step, int_const(0)), int_const(1), int_const(0)),
-                te.select(te.Binary("eq", step, int_const(nk * ntaps - 1)), int_const(1), int_const(0)), *finish])
-
-        tiles: Stmt
-        if not tiling.tail:
-            tiles = For(gi, groups_here, "serial", For(ti, int_const(tpr), "serial",
-                                                       call(m_full, gi, ti)))
-        elif g == 1:  # each row's last tile is short
-            tiles = For(gi, groups_here, "serial", Seq([
-                For(ti, int_const(tpr - 1), "serial", call(m_full, gi, ti)),
-                call(tiling.tail, gi, int_const(tpr - 1))]))
-        else:  # the image's last group is short: it ends the last block
-            last = te.select(te.Binary("eq", blk_i, int_const(nblk - 1)), int_const(1), int_const(0))
-            tiles = Seq([For(gi, groups_here - last, "serial", call(m_full, gi, int_const(0))),
-                         For(ti, last, "serial", call(tiling.tail, groups_here - 1, int_const(0)))])
-        nest = tiles if self.kc >= K else For(kb, int_const(nk), "serial", For(
-            t1, int_const(taps[0][0]), "serial", For(t2, int_const(taps[1][0]), "serial", tiles)))
-        body: list[Stmt] = [nest]
-        if fused is None:
-            body.append(self._pixels_epilogue(bvars, bflat, jo, blk_i * (gb * g * w.out_row),
-                                              gb * g * w.out_row))
-        return For(f, int_const(nb * nt * nblk), kind if nb * nt * nblk > 1 else "serial", Seq(body))
-
-    def _channels_last_copy(self) -> list[Stmt]:
-        """Pixel mode's padded input written channels-last (GemmSpace._channels_last): the
-        padding rows and columns zeroed, the inside copied by L x L blocks that the
-        transposing routine turns from channel rows into pixel rows."""
-        cl = self.cl
-        assert cl is not None
-        top, left = cl.top, cl.left
-        nb, hp, wp, c = cl.copy.shape
-        h, w = cl.source.shape[2:]
-        lanes = self.s.target.vector_lanes_f32
-        dst, xb = self.bufs[id(cl.copy)], self.bufs[id(cl.source)]
-        b, r, cb, wb = (te.Var(n) for n in ("cb_n", "cb_r", "cb_c", "cb_w"))
-
-        def zeros(row: te.Expr, col0: int, cols: int) -> Stmt:
-            return _zero_pixels(dst, b, row, col0, cols, (hp, wp, c))
-
-        parts: list[Stmt] = []
-        if top:
-            parts.append(For(r, int_const(top), "serial", zeros(r, 0, wp)))
-        if hp - top - h > 0:
-            parts.append(For(r, int_const(hp), "serial", zeros(r, 0, wp), start=int_const(top + h)))
-        inside: list[Stmt] = []
-        if left:
-            inside.append(zeros(r, 0, left))
-        if wp - left - w > 0:
-            inside.append(zeros(r, left + w, wp - left - w))
-        src_off = ((b * c + cb * lanes) * h + r - top) * w + wb * lanes
-        dst_off = ((b * hp + r) * wp + left + wb * lanes) * c + cb * lanes
-        inside.append(For(cb, int_const(c // lanes), "serial", For(wb, int_const(-(-w // lanes)), "serial", Call(
-            transpose_routine(lanes), [BufPtr(xb, simplify_index(src_off)), int_const(h * w),
-                                       BufPtr(dst, simplify_index(dst_off)), int_const(c),
-                                       te.minimum(int_const(lanes), int_const(w) - wb * lanes)]))))
-        if nb == 1:  # the rows' loop is the kernel's stage, parallel when large
-            kind = "parallel" if c * h * w >= PARALLEL_COPY_MIN else "serial"
-            parts.append(For(r, int_const(top + h), kind, Seq(inside), start=int_const(top)))
-            return [bind(x, {b: int_const(0)}) for x in parts]
-        parts.append(For(r, int_const(top + h), "serial", Seq(inside), start=int_const(top)))
-        return [For(b, int_const(nb), "serial", Seq(parts))]
 
     def _output_plane(self) -> tuple[int, Callable[[te.Expr, te.Expr], te.Expr]]:
         """The output's elements per channel plane, and the offset of output pixel (row,
@@ -735,8 +499,8 @@ class _Builder:
         h, w = p.n.extents
         pl, r, x = te.Var("cp"), te.Var("cr"), te.Var("cx")
         value = BufLoad(self.out, simplify_index((pl * h + r) * w + x))
-        return For(pl, int_const(p.batch.size * p.m.size), "serial", For(r, int_const(h), "serial", For(
-            x, int_const(w), "vectorize", Store(self.padded, self._padded_index(int_const(0), pl, r, x),
+        return For(pl, i64(p.batch.size * p.m.size), "serial", For(r, i64(h), "serial", For(
+            x, i64(w), "vectorize", Store(self.padded, self._padded_index(i64(0), pl, r, x),
                                          value))))  # type: ignore[arg-type]
 
     def _zero_border(self) -> Stmt:
@@ -753,12 +517,12 @@ class _Builder:
         def fill(row0: int, rows: int, col0: int, cols: int) -> list[Stmt]:
             if rows <= 0 or cols <= 0:
                 return []
-            return [For(r, int_const(rows), "serial",
-                        _zero_pixels(padded, pl, r + row0, col0, cols, (hp, wp, 1)))]
+            return [For(r, i64(rows), "serial",
+                        zero_pixels(padded, pl, r + row0, col0, cols, (hp, wp, 1)))]
 
         parts = fill(0, top, 0, wp) + fill(top + h, hp - top - h, 0, wp) + \
             fill(top, h, 0, left) + fill(top, h, left + w, wp - left - w)
-        return For(pl, int_const(planes), "serial", Seq(parts))
+        return For(pl, i64(planes), "serial", Seq(parts))
 
     def _channel(self, bvars: dict[te.Var, te.Expr], io: te.Expr) -> te.Expr:
         """The output channel of M tile `io`'s first row (past the group's channels before it
@@ -782,39 +546,14 @@ class _Builder:
             BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
             if fe.residual is not None else None)
 
-    def _pixels_epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, jo: te.Expr,
-                         pix0: te.Expr, pixels: int) -> Stmt:
-        """Pixel mode's epilogue when it is not fused: in place over channel tile `jo` and
-        the block's output pixels [pix0, pix0 + pixels)."""
-        p, blk, w = self.p, self.blk, self.pw
-        assert w is not None
-        M, P = p.m.size, w.rows * w.out_row
-        i, j = te.Var("ei"), te.Var("ej")
-        nvars = [v for v, _ in p.n.nonunit]
-        n_vmap: dict[te.Var, te.Expr] = {v: int_const(0) for v in p.n.vars}
-        pix = pix0 + j
-        if len(nvars) == 2:
-            n_vmap[nvars[0]] = pix // w.out_row
-            n_vmap[nvars[1]] = pix % w.out_row
-        else:
-            n_vmap[nvars[0]] = pix
-        mi = jo * blk.nr + i
-        out_index = simplify_index((bflat * M + mi) * P + pix)
-        value = self._epilogue_value(bvars, mi, n_vmap, BufLoad(self.out, out_index))
-        if value is None:
-            return Seq([])
-        return For(i, te.minimum(int_const(blk.nr), int_const(M) - jo * blk.nr), "serial", For(
-            j, te.minimum(int_const(pixels), int_const(P) - pix0), "vectorize",
-            Store(self.out, out_index, value)))
-
     def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
                     body: Stmt) -> Stmt:
         """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
         if nb == 1:
-            return For(t, int_const(nt), kind if nt > 1 else "serial",
-                       bind(body, {bflat: int_const(0)}))
+            return For(t, i64(nt), kind if nt > 1 else "serial",
+                       bind(body, {bflat: i64(0)}))
         f = te.Var("bt")
-        return For(f, int_const(nb * nt), kind, bind(body, {bflat: f // nt, t: f % nt}))
+        return For(f, i64(nb * nt), kind, bind(body, {bflat: f // nt, t: f % nt}))
 
     def _epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
                   mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:

@@ -1,9 +1,6 @@
 """The GEMM template's cost model: seconds on one core of the target's machine
 (`lowering/machine.py`) for a configuration, from the FMA work at the block's rate, the operand
 traffic of the loop order from the level it stays in, packing, and partial-result passes.
-
-The machine's clock, FMA units, caches and bandwidths come from the target's machine model; what
-follows are the model's own factors. They only rank schedules.
 """
 
 from __future__ import annotations
@@ -17,11 +14,7 @@ from lowering.templates.gemm.pattern import PixelTiling
 
 # Parallel loops below this many multiply-adds cost more than they save.
 PARALLEL_MIN_MACS = 1 << 21
-
-
 KC_OPTIONS = (128, 256, 512)
-
-
 # Cost model. The machine's clock, FMA units, caches and bandwidths come from the target's
 # machine model (lowering/machine.py); what follows are the model's own factors. They only rank
 # schedules; their values were fitted (random search, objective: geomean of chosen/best time
@@ -31,58 +24,30 @@ KC_OPTIONS = (128, 256, 512)
 # clock, caches and bandwidths fitted with them. Rates of particular access patterns are
 # kept as fractions of the bandwidth of the level they stream from.
 EFF_MAX = 0.92  # fraction of peak the micro-kernel reaches on L1-resident operands
-
-
 EFF_INTENSITY = 1.75  # FMAs per loaded value below which the loads limit the micro-kernel
-
-
 STALL = 0.25  # fraction of operand traffic that out-of-order execution does not hide
-
-
 # write-back of an output larger than L2, from a loop over few / many page streams, as a
 # multiple of the memory bandwidth (fitted to one-layer bundles, see GemmSpace._write_back)
 OUT_STREAMED, OUT_SCATTERED, PREFETCH_STREAMS = 24 / 13.5, 6 / 13.5, 16
-
-
 CHUNK_MIN_PANELS = 4
-
-
 # rows of an A read in place whose line misses the core overlaps, and the cycles each further
 # one waits (GEMMs with activations as A: 14-row blocks measured 5-40 % slower than 6-9 rows
 # at K >= 512, e.g. GEMM 512 2.46 against 6x4's 2.30 ms, 128x3072x768 7.6 against 5.5 ms)
 A_STREAMS_OVERLAPPED, LINE_WAIT_CYCLES = 10, 14
-
-
 A_PACK_ELEMENT_CYCLES = 6.5  # per element of A packed (GEMM 512: 0.66-0.72 ms for 262k)
-
-
 # cache-line rate of window-mode B rows (software-prefetched from L2), of the L2 bandwidth
 WINDOW_RATE = 27 / 143
-
-
 PACK_RUN_CYCLES = 7  # loop and tail overhead of one copied run in the im2col packing
-
-
 PACK_ELEMENT_CYCLES = 2.0  # per element the im2col packing copies (measured 2-4 on strided stems)
-
-
 # more per element when the pixels along a row are strided (a stride-2 1x1 projection: its
 # packing measured 0.39 ms more than the model said against pixel mode, at 256x784 elements)
 PACK_GATHER_CYCLES = 3.0
-
-
 PACK_CONTIGUOUS_CYCLES = 1.0  # per element of a contiguous run (1x1: 0.08 ms for 64 x 3136)
-
-
 # per element of pixel mode's padding copy written channels-last, more than a plain copy
 CHANNELS_LAST_COPY_CYCLES = 0.5
-
-
 # Pixel mode: weights (bytes) up to which a block's channel tiles run innermost
 # rate of pixel mode's per-step stream (weights and input lines) from L2, of the L2 bandwidth
 PIXELS_RATE = 60 / 143
-
-
 PIXELS_CALL_CYCLES = 40  # set-up of one tap-by-tap pixel-mode call (row pointers, branches)
 
 

@@ -17,15 +17,13 @@ from lowering.loop_ir import (
 )
 from lowering.lower import stages_of
 
-I64 = "int64"
-
-
 # Below this many multiply-adds a tensorized GEMM's packing and edge handling do not pay off.
 MIN_MACS = 1 << 14
 
 
-def int_const(v: int) -> te.Const:
-    return te.Const(v, I64)
+def i64(v: int) -> te.Const:
+    """An int64 (index) constant."""
+    return te.Const(v, "int64")
 
 
 def loads_of(e: te.Expr, t: te.Tensor) -> list[te.Load]:
@@ -56,7 +54,7 @@ class Group:
         rest = flat
         for v, e in reversed(list(zip(self.vars, self.extents, strict=True))):
             if e == 1:
-                out[v] = int_const(0)
+                out[v] = i64(0)
                 continue
             out[v] = rest % e if v is not self.vars[0] else rest
             rest = rest // e
@@ -129,8 +127,6 @@ class ChannelsLastCopy:
 
 # Above this fraction of thrown-away virtual columns, im2col packing is cheaper.
 WINDOW_MAX_WASTE = 0.3
-
-
 # Pixel mode: output pixels per block of rows that share one pass over a weight panel.
 PIXELS_PER_BLOCK = 48
 
@@ -450,7 +446,7 @@ def flat_index(load: te.Load) -> te.Expr:
     """The row-major element offset a load reads, in the load's own index variables."""
     t = load.tensor
     strides = Buffer("_", t.dtype, t.shape, "input").strides
-    flat: te.Expr = int_const(0)
+    flat: te.Expr = i64(0)
     for ix, st in zip(load.indices, strides, strict=True):
         flat = flat + ix * st
     return flat

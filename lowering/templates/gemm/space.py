@@ -29,7 +29,7 @@ from lowering.templates.gemm.pattern import (
     clamps_of,
     depends_on,
     flat_index,
-    int_const,
+    i64,
     loads_of,
     unit_stride,
     unpadded_of,
@@ -126,7 +126,7 @@ class GemmSpace(GemmCost, ScheduleSpace):
     def _flat(self, load: te.Load, own: Group, own_flat: te.Expr, k_flat: te.Expr,
               k_group: Group | None = None) -> te.Expr:
         k = self.pat.k
-        units = {v: int_const(0) for v, e in zip(k.vars, k.extents, strict=True) if e == 1}
+        units = {v: i64(0) for v, e in zip(k.vars, k.extents, strict=True) if e == 1}
         vmap = {**units, **own.unflatten(own_flat), **(k_group or k).unflatten(k_flat)}
         return te.substitute(flat_index(load), vmap)
 
