@@ -59,6 +59,9 @@ class For(Stmt):
     start: te.Expr = field(default_factory=lambda: te.Const(0, "int64"))
     # vectorized loops: vectors kept in flight (accumulators of a reduction); 0 = LLVM decides
     interleave: int = 0
+    # vectorized loops: the last partial vector runs under a mask (LLVM's tail folding) instead
+    # of as a scalar remainder; for short loops of dear bodies (a sigmoid over a 7x7 plane)
+    masked_tail: bool = False
 
 
 @dataclass
@@ -200,6 +203,8 @@ def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
             head += f"  # {s.kind}"
         if s.interleave:
             head += f" x{s.interleave}"
+        if s.masked_tail:
+            head += " masked tail"
         return head + "\n" + format_stmt(s.body, indent + 1, names)
     if isinstance(s, Store):
         return (f"{pad}{s.buf.name}[{format_expr(s.index, names)}] = "

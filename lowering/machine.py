@@ -123,6 +123,12 @@ class Target(Protocol):
     @property
     def vector_registers(self) -> int: ...
 
+    @property
+    def masked_vectors(self) -> bool:
+        """Whether a vector loop's partial last vector runs under a mask for about the price
+        of a whole vector (rather than as a scalar remainder)."""
+        ...
+
     def runs_here(self) -> bool:
         """Whether this machine runs the target's code (for measuring it)."""
         ...

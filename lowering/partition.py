@@ -11,6 +11,8 @@ the piece's range makes no-ops are dropped, so the middle piece is a contiguous 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from lowering import te
 from lowering.affine import interval, normalize
 from lowering.loop_ir import BufLoad, For, Kernel, Seq, Stmt, Store
@@ -30,7 +32,7 @@ def partition_boundaries(s: Stmt) -> Stmt:
         return s
     if isinstance(s.body, Store):
         return _partition(s) or s
-    return For(s.var, s.extent, s.kind, partition_boundaries(s.body), s.start, s.interleave)
+    return replace(s, body=partition_boundaries(s.body))
 
 
 def _is_index(e: te.Expr) -> bool:
@@ -102,8 +104,8 @@ def _partition(loop: For) -> Stmt | None:
         st = loop.body
         value = _fold(st.value, truth, v, lo, hi)
         index = _fold(st.index, truth, v, lo, hi)
-        pieces.append(For(v, te.Const(hi, "int64"), loop.kind, Store(st.buf, index, value),
-                          te.Const(lo, "int64"), loop.interleave))
+        pieces.append(replace(loop, extent=te.Const(hi, "int64"), start=te.Const(lo, "int64"),
+                              body=Store(st.buf, index, value)))
     return Seq(pieces)
 
 

@@ -14,6 +14,7 @@ from lowering.lower import lower_kernel
 from lowering.schedule import StageSchedule
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.measure import kernel_arguments, kernel_function, link_serial
+from targets.cpu.target import CpuTarget as Target
 from targets.cpu.target import host_target
 
 
@@ -29,10 +30,12 @@ def run_te(
     return run_kernel(kernel, arrays[: len(inputs)])
 
 
-def run_kernel(kernel: Kernel, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Compile `kernel` for the host and run it on `arrays` (its inputs); returns its outputs.
-    Float scratch starts as NaN, so a stage that reads scratch nobody wrote shows up."""
-    target = host_target()
+def run_kernel(kernel: Kernel, arrays: Sequence[np.ndarray], target: Target | None = None
+               ) -> list[np.ndarray]:
+    """Compile `kernel` for `target` (default: the host; it must run here) and run it on
+    `arrays` (its inputs); returns its outputs. Float scratch starts as NaN, so a stage that
+    reads scratch nobody wrote shows up."""
+    target = target or host_target()
     mb = ModuleBuilder(target)
     mb.add_kernel(kernel)
     obj, _ = optimize_and_emit(mb.text(), target)

@@ -241,7 +241,7 @@ def test_depthwise(c, h, w, k, mult, attrs, bias):
     check_node("Conv", ins, consts={1, 2}, group=c, **attrs)
 
 
-def _dw_tensors(c=5, h=9, w=21, stride=2, pad=1, relu=False):
+def _dw_tensors(c=5, h=9, w=21, stride=2, pad=1, relu=False, swish=False):
     x = te.placeholder((1, c, h, w), "float32", "x")
     wt = te.placeholder((c, 1, 3, 3), "float32", "w")
     b = te.placeholder((c,), "float32", "b")
@@ -252,6 +252,8 @@ def _dw_tensors(c=5, h=9, w=21, stride=2, pad=1, relu=False):
     y = conv_compute(src, wt, b, win, (1, c, oh, ow), c)
     if relu:
         y = te.compute(y.shape, lambda *i: te.maximum(y[i], te.const(0.0)), name="relu")
+    if swish:
+        y = te.compute(y.shape, lambda *i: y[i] * te.Unary("sigmoid", y[i]), name="swish")
     return [x, wt, b], [y]
 
 
@@ -283,6 +285,42 @@ def test_depthwise_knobs_and_epilogue(relu, stride):
     for cfg in all_configs(space):
         (got,) = run_kernel(space.build(cfg, "k").kernel, [x, wt, b])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=str(cfg))
+
+
+@pytest.mark.parametrize("c,h,w,stride,forms", [
+    (5, 9, 40, 1, {"rows"}), (5, 21, 21, 2, {"rows"}), (3, 20, 14, 1, {"rows", "padded"}),
+    (4, 7, 7, 1, {"rows", "padded", "masked"}), (4, 14, 14, 1, {"rows", "padded", "masked"})])
+def test_depthwise_swish_runs_over_each_plane(c, h, w, stride, forms, run_target):
+    """A dear epilogue (swish: a sigmoid per element) is not computed inside the window's loops,
+    whose scalar borders and remainders would pay it element by element, but by one vector loop
+    over each finished plane; every form (rows, padded, masked) against numpy."""
+    ins, outs = _dw_tensors(c=c, h=h, w=w, stride=stride, swish=True)
+    space = select.space_for(ins, outs, [None] * 3, run_target)
+    assert space.kind == "depthwise"
+    x, wt, b = rand(1, c, h, w), rand(c, 1, 3, 3), rand(c)
+    conv = _dw_numpy(x, wt, b, stride, 1).astype(np.float64)
+    want = conv / (1 + np.exp(-conv))
+    seen = set()
+    for cfg in all_configs(space):
+        seen.add(cfg.get("plane", "rows"))
+        kernel = space.build(cfg, "k").kernel
+        loops = _loops_around_sigmoids(Seq(kernel.stages), [])
+        assert loops and all(inner.kind == "vectorize" and inner.extent.value == outs[0].shape[2]
+                             * outs[0].shape[3] for inner in loops), cfg
+        # the plane's last partial vector under a mask where masks are cheap (AVX-512)
+        assert all(inner.masked_tail == run_target.masked_vectors for inner in loops), cfg
+        (got,) = run_kernel(kernel, [x, wt, b], target=run_target)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=str(cfg))
+    assert seen == forms
+
+
+def _loops_around_sigmoids(s, loops) -> list:
+    """The innermost loop around each store that computes a sigmoid."""
+    if isinstance(s, For):
+        return _loops_around_sigmoids(s.body, [*loops, s])
+    if isinstance(s, Seq):
+        return [x for st in s.stmts for x in _loops_around_sigmoids(st, loops)]
+    return [loops[-1]] if "sigmoid(" in repr(s) else []
 
 
 def _stores_with_select(s) -> list:

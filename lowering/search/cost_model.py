@@ -148,7 +148,7 @@ class _Estimator:
 
     def compute(self, s: Store, loads: list[BufLoad], acc: list[_Access], loops: list[_Loop],
                 iters: int) -> float:
-        ops = _op_cost(s.value)
+        ops = arithmetic_cost(s.value)
         if not loops:
             return ops + len(acc)
         inner = loops[-1]
@@ -215,7 +215,9 @@ def _line_bytes(a: _Access, level: int, m: int, line: int) -> float:
     return float(a.itemsize)
 
 
-def _op_cost(e: te.Expr) -> float:
+def arithmetic_cost(e: te.Expr) -> float:
+    """Instructions `e` costs per element (a transcendental function is a polynomial's
+    worth); loads and index arithmetic are free."""
     if isinstance(e, (te.Var, te.Const, BufLoad)):
         return 0.0
     own = 0.0
@@ -225,7 +227,7 @@ def _op_cost(e: te.Expr) -> float:
         own = _OP_COST.get(e.op, 1.0)
     elif isinstance(e, (te.Select, te.Cast)):
         own = 1.0
-    return own + sum(_op_cost(c) for c in te.children(e))
+    return own + sum(arithmetic_cost(c) for c in te.children(e))
 
 
 def _collect_loads(e: te.Expr, out: list[BufLoad]) -> None:

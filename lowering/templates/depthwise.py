@@ -39,6 +39,7 @@ from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
 from lowering.lower import combine, flat_index, stages_of
 from lowering.machine import Target
+from lowering.search.cost_model import arithmetic_cost
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 I64 = "int64"
@@ -55,6 +56,12 @@ PLANES_PER_CHUNK = 8
 # planes up to this many outputs may run as one masked vector loop (LLVM unrolls it fully, so
 # the masks become constants)
 MASKED_MAX_PLANE = 256
+# The padded-plane form is offered for output rows of at most this many vectors.
+PADDED_MAX_ROW_VECTORS = 2
+# An epilogue dearer than this many instructions per element (a swish's sigmoid, a GELU) runs
+# as its own vector loop over each finished plane instead of inside the window's loops, whose
+# scalar borders and remainders would pay it one element at a time.
+PLANE_EPILOGUE_COST = 8.0
 
 
 def _c(v: int) -> te.Const:
@@ -278,7 +285,7 @@ class DepthwiseSpace(ScheduleSpace):
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
         self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
-        if _padded_plane_ok(pat):
+        if _padded_plane_ok(pat, target.vector_lanes_f32):
             forms = ("rows", "padded", "masked") if _masked_plane_ok(pat) else ("rows", "padded")
             self.knobs.append(Knob("plane", forms))
 
@@ -322,6 +329,8 @@ class _Builder:
         self.pat = space.pat
         self.rows = rows
         self.name = name
+        self.plane_epilogue = _plane_epilogue(space.pat)
+        self.masked_tail = space.target.masked_vectors
         self.buffers: list[Buffer] = []
         self.buf: dict[int, Buffer] = {}
         for t in space.inputs:
@@ -341,7 +350,8 @@ class _Builder:
         self.env: dict[te.Var, te.Expr] = {pat.n: plane // kb, pat.k: plane % kb}
         h_runs = pat.h.runs()
         w_runs = pat.w.runs()
-        body = Seq([self._h_run(a, b, taps, w_runs) for a, b, taps in h_runs])
+        body = Seq([self._h_run(a, b, taps, w_runs) for a, b, taps in h_runs]
+                   + self._epilogue_pass())
         return Kernel(self.name, self.buffers,
                       [For(plane, _c(nb * kb), self._loop_kind(nb * kb), body)])
 
@@ -426,13 +436,35 @@ class _Builder:
         target = pat.conv
         if pat.epilogue is not None:
             target = pat.epilogue
-            axes = [ax.var for ax in pat.epilogue.op.axes]  # type: ignore[union-attr]
-            body = te.expand_inline(pat.epilogue.op.body)  # type: ignore[union-attr]
-            body = _replace_load(body, pat.conv, acc)
-            acc = self._lower(te.substitute(body, dict(zip(axes, [env[pat.n], env[pat.k], oh, ow],
-                                                               strict=True))))
+            if not self.plane_epilogue:
+                acc = self._apply_epilogue(env, oh, ow, acc)
         ob = self.buf[id(target)]
         return Store(ob, flat_index(ob, [env[pat.n], env[pat.k], oh, ow]), acc)
+
+    def _apply_epilogue(self, env: dict[te.Var, te.Expr], oh: te.Expr, ow: te.Expr,
+                        acc: te.Expr) -> te.Expr:
+        """The epilogue's value at output (oh, ow) for the window's value `acc`."""
+        pat = self.pat
+        axes = [ax.var for ax in pat.epilogue.op.axes]  # type: ignore[union-attr]
+        body = te.expand_inline(pat.epilogue.op.body)  # type: ignore[union-attr]
+        body = _replace_load(body, pat.conv, acc)
+        return self._lower(te.substitute(body, dict(zip(axes, [env[pat.n], env[pat.k], oh, ow],
+                                                        strict=True))))
+
+    def _epilogue_pass(self) -> list[Stmt]:
+        """With `plane_epilogue`: the loops above stored the window sums in the output plane;
+        one vector loop over the plane (contiguous in NCHW) applies the epilogue in place."""
+        if not self.plane_epilogue:
+            return []
+        pat = self.pat
+        ob = self.buf[id(pat.epilogue)]
+        v = te.Var("e")
+        oh, ow = v // _c(pat.w.out), v % _c(pat.w.out)
+        index = flat_index(ob, [self.env[pat.n], self.env[pat.k], oh, ow])
+        value = self._apply_epilogue(self.env, oh, ow, BufLoad(ob, index))
+        return [loop_ir.simplify_indices(For(v, _c(pat.h.out * pat.w.out), "vectorize",
+                                             Store(ob, index, value),
+                                             masked_tail=self.masked_tail))]
 
     def masked_kernel(self) -> Kernel:
         """Small planes whose input and output rows have the same pitch (stride 1, 'same'
@@ -452,7 +484,8 @@ class _Builder:
 
         def edge(index: int) -> Stmt:  # (one output row per interior iteration)
             self.env = {pat.n: _c(index // kb), pat.k: _c(index % kb)}
-            return Seq([self._h_run(a, b, taps, w_runs, rows=1) for a, b, taps in h_runs])
+            return Seq([self._h_run(a, b, taps, w_runs, rows=1) for a, b, taps in h_runs]
+                       + self._epilogue_pass())
 
         first, last = edge(0), edge(planes - 1)
         plane, v = te.Var("q"), te.Var("v")
@@ -479,8 +512,8 @@ class _Builder:
                     xv = te.select(functools.reduce(lambda a, b: te.Binary("and", a, b), conds),
                                    xv, ident)
                 taps.append((r0, r1, xv))
-        body = loop_ir.simplify_indices(For(v, _c(oh_n * ow_n), "vectorize",
-                                            self._output(env, oh, ow, self._window(env, taps))))
+        body = Seq([loop_ir.simplify_indices(For(v, _c(oh_n * ow_n), "vectorize", self._output(
+            env, oh, ow, self._window(env, taps))))] + self._epilogue_pass())
         return Kernel(self.name, self.buffers,
                       [first, For(plane, _c(planes - 1), self._loop_kind(planes - 2), body,
                                   start=_c(1)), last])
@@ -541,6 +574,7 @@ class _Builder:
         stages.append(For(oh, _c(oh_n), "serial", For(
             ow, _c(ow_n), "vectorize",
             self._output(env, oh, ow, BufLoad(virt, v0 + oh * wp + ow)), interleave=1)))
+        stages += self._epilogue_pass()
         count = te.minimum(_c(PLANES_PER_CHUNK), _c(planes) - ch * PLANES_PER_CHUNK)
         if planes % PLANES_PER_CHUNK == 0:
             count = _c(PLANES_PER_CHUNK)
@@ -566,15 +600,28 @@ class _Builder:
         return e
 
 
+def _plane_epilogue(pat: DepthwisePattern) -> bool:
+    """Whether the epilogue runs as its own pass over each plane (PLANE_EPILOGUE_COST): the
+    window sums are then stored in the output, so it must have their type."""
+    epi = pat.epilogue
+    return (epi is not None and epi.dtype == pat.conv.dtype
+            and arithmetic_cost(te.expand_inline(epi.op.body)) > PLANE_EPILOGUE_COST)  # type: ignore[union-attr]
+
+
 def _valid_run(valid: list[bool]) -> tuple[int, int]:
     """The source positions that hold input elements, as one run [first, end)."""
     first = valid.index(True)
     return first, first + sum(valid)
 
 
-def _padded_plane_ok(pat: DepthwisePattern) -> bool:
+def _padded_plane_ok(pat: DepthwisePattern, lanes: int) -> bool:
     """Whether the padded-plane form applies: stride 1 on both axes (every tap is then the
-    virtual output index plus a constant) and the input elements one run per axis."""
+    virtual output index plus a constant), the input elements one run per axis, and short rows
+    (PADDED_MAX_ROW_VECTORS): on wider ones the row form's loop overhead is small, and the
+    padded form's two copies of the plane cost more than they save (one core, 3x3, 16 lanes:
+    56- and 112-wide planes 1.3-1.6x slower padded; 28-wide 1.2x faster)."""
+    if pat.w.out > PADDED_MAX_ROW_VECTORS * lanes:
+        return False
     for a in (pat.h, pat.w):
         if a.stride != 1 or not any(a.valid):
             return False

@@ -224,7 +224,7 @@ class _FunctionEmitter:
             lanes = self.mod.target.vector_lanes_f32
             short = (s.interleave > 0 and hi is not None and hi[0] == hi[1]
                      and hi[0] < SHORT_ROW_VECTORS * lanes)
-            self.loop(s.var, start, extent, s.kind, s.body, s.interleave, short)
+            self.loop(s.var, start, extent, s.kind, s.body, s.interleave, short, s.masked_tail)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, Call):
@@ -258,7 +258,7 @@ class _FunctionEmitter:
         self.line(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)")  # read, keep, data
 
     def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt,
-             interleave: int = 0, keep: bool = False) -> None:
+             interleave: int = 0, keep: bool = False, masked_tail: bool = False) -> None:
         head, body_l, latch, exit_l = (self.label(x) for x in ("L", "B", "C", "X"))
         pre = self.block
         self.line(f"br label %{head}")
@@ -281,13 +281,17 @@ class _FunctionEmitter:
         self.line(f"br label %{latch}")
         self.start_block(latch)
         self.line(f"{nxt} = add nuw nsw i64 {iv}, 1")
-        md = self._loop_md(kind, interleave, keep)
+        md = self._loop_md(kind, interleave, keep, masked_tail)
         self.line(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
         self.start_block(exit_l)
 
-    def _loop_md(self, kind: str, interleave: int = 0, keep: bool = False) -> str:
+    def _loop_md(self, kind: str, interleave: int = 0, keep: bool = False,
+                 masked_tail: bool = False) -> str:
         if kind == "vectorize":
             hint = self.mod.md('!"llvm.loop.vectorize.enable", i1 true')
+            if masked_tail:
+                tail = self.mod.md('!"llvm.loop.vectorize.predicate.enable", i1 true')
+                hint = f"{hint}, {tail}"
             if interleave:
                 count = self.mod.md(f'!"llvm.loop.interleave.count", i32 {interleave}')
                 hint = f"{hint}, {count}"

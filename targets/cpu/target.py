@@ -57,6 +57,13 @@ class CpuTarget:
         return self.is_x86 and "avx512f" in enabled_features(self.features)
 
     @property
+    def masked_vectors(self) -> bool:
+        """Whether a vector loop's partial last vector costs about one vector under a mask
+        (AVX-512's mask registers). AVX2's masked moves are microcoded on AMD cores and NEON
+        has none, so there a scalar remainder is cheaper."""
+        return self.is_x86 and "avx512f" in enabled_features(self.features)
+
+    @property
     def widest_vector_bits(self) -> int:
         """The widest vector its instruction sets have."""
         if not self.is_x86:
