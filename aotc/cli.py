@@ -45,6 +45,7 @@ class Emit(str, Enum):
 
     c = "c"
     onnx = "onnx"
+    ort = "ort"
 
 
 InputShape = Annotated[
@@ -152,7 +153,8 @@ def optimize(
     output: Annotated[Path, typer.Option("-o", "--output", help="Bundle folder to write.")],
     input_shape: InputShape = None,
     target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64")] = "cpu",
-    emit: Annotated[Emit, typer.Option(help="What to emit: c (a C bundle) or onnx (the rewritten model, after graph passes)")] = Emit.c,
+    emit: Annotated[Emit, typer.Option(help="What to emit: c (a C bundle), onnx (the rewritten model, after graph passes) or ort (a model and an onnxruntime custom-op library)")] = Emit.c,
+    report: Annotated[bool, typer.Option(help="With --emit ort: list the islands and every node left to onnxruntime, with the reason")] = False,
     threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
     name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
     weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
@@ -168,6 +170,10 @@ def optimize(
 
         if emit is Emit.onnx:
             _emit_onnx(model, output, input_shape or [], name, disable_pass or [], verbose)
+            return
+        if emit is Emit.ort:
+            _emit_ort(model, output, input_shape or [], target, threads, machine, name,
+                      disable_pass or [], tune, tuning_log, report, verbose)
             return
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _TuneBar(),
                             TimeElapsedColumn(), console=err, transient=True)
@@ -213,6 +219,41 @@ def _emit_onnx(model: Path, output: Path, input_shape: list[str], name: str,
                            log=(err.print if verbose else None))
     out.print(f"aotc: {model.name} → {result.path}: {result.nodes_before} → "
               f"{result.nodes_after} nodes ({result.fused_nodes} fused, domain ai.aotc)")
+
+
+def _emit_ort(model: Path, output: Path, input_shape: list[str], target: str, threads: int,
+              machine: Path | None, name: str, disable_pass: list[str], tune: float,
+              tuning_log: Path | None, report: bool, verbose: bool) -> None:
+    from aotc.driver import emit_ort, make_tuner
+
+    progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _TuneBar(),
+                        TimeElapsedColumn(), console=err, transient=True)
+    with progress:
+        stages = _Stages(progress)
+        tuner = make_tuner(tune, tuning_log, _TuneDisplay(progress), warn=err.print)
+        result = emit_ort(model, output, input_shapes=input_shape, target=target,
+                          threads=threads, machine=machine, name=name,
+                          disabled_passes=disable_pass, run_stage=stages.run,
+                          log=(err.print if verbose else None), tuner=tuner)
+    nodes = sum(len(ops) for _, ops in result.islands)
+    out.print(f"aotc: {model.name} → {result.model_path} + {result.library_path.name}: "
+              f"{len(result.islands)} island(s) of {nodes} node(s) compiled, "
+              f"{len(result.left_out)} node(s) left to onnxruntime")
+    if report:
+        table = Table(title="islands (custom ops of domain ai.aotc.kernels)")
+        table.add_column("custom op")
+        table.add_column("nodes")
+        for op, ops in result.islands:
+            table.add_row(op, ", ".join(ops))
+        out.print(table)
+        if result.left_out:
+            table = Table(title="left to onnxruntime")
+            for col in ("node", "operator", "why"):
+                table.add_column(col)
+            for row in result.left_out:
+                table.add_row(*row)
+            out.print(table)
+    out.print(f"use it with: so.register_custom_ops_library('{result.library_path}')")
 
 
 @app.command()

@@ -15,6 +15,7 @@ from aotc.package.program import Program
 
 if TYPE_CHECKING:
     from lowering.search.tuner import TuneProgress, Tuner
+    from targets.cpu.target import CpuTarget
 
 T = TypeVar("T")
 StageRunner = Callable[[str, Callable[[], Any]], Any]
@@ -53,6 +54,7 @@ def rewrite_file(
     disabled_passes: list[str] | None = None,
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
+    require_static: bool = True,
 ) -> ir.Model:
     """Frontend and graph passes: the model as the compiler reads it (still valid ONNX)."""
     from aotc.frontend import load_model, parse_input_shapes
@@ -67,7 +69,7 @@ def rewrite_file(
             raise AotcError(f"unknown pass '{p}'", hint=f"passes: {', '.join(known)}")
     shapes = (parse_input_shapes(input_shapes) if isinstance(input_shapes, list)
               else dict(input_shapes))
-    graph = run_stage("load + infer shapes", lambda: load_model(model, shapes))
+    graph = run_stage("load + infer shapes", lambda: load_model(model, shapes, require_static))
     return run_stage("graph passes", lambda: run_passes(graph, disabled_passes or [], log))
 
 
@@ -142,6 +144,18 @@ def emit_onnx(
                           fused_nodes=sum(1 for n in nodes if n.domain == DOMAIN))
 
 
+def resolve_target(target: str, machine: Path | None) -> CpuTarget:
+    """The named target, on the machine model of `machine` (a calibration file) if given."""
+    from targets.cpu.target import get_target
+
+    tgt = get_target(target)
+    if machine is not None:
+        from targets.cpu.calibrate import load_machine_file
+
+        tgt = tgt.with_machine(load_machine_file(machine))
+    return tgt
+
+
 def compile_file(
     model: Path,
     *,
@@ -158,7 +172,6 @@ def compile_file(
     """Frontend, passes and compiler; returns the Program and the node count after passes."""
     from aotc.compiler import compile_model
     from aotc.package.validate import check_name
-    from targets.cpu.target import get_target
 
     model = Path(model)
     if not model.is_file():
@@ -166,11 +179,7 @@ def compile_file(
     check_name(name)
     if threads < 0:
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
-    tgt = get_target(target)
-    if machine is not None:
-        from targets.cpu.calibrate import load_machine_file
-
-        tgt = tgt.with_machine(load_machine_file(machine))
+    tgt = resolve_target(target, machine)
     graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
                          run_stage=run_stage, log=log)
     nodes_after = len(list(graph.graph))
@@ -237,3 +246,79 @@ def optimize_model(
         target=f"{program.triple} ({program.cpu})",
         folder_bytes=sum(p.stat().st_size for p in output.iterdir() if p.is_file()),
     )
+
+
+@dataclass
+class EmitOrtResult:
+    model_path: Path
+    library_path: Path
+    islands: list[tuple[str, list[str]]]  # (custom op, the operators of its nodes)
+    left_out: list[tuple[str, str, str]]  # (node, operator, why onnxruntime runs it)
+
+
+def emit_ort(
+    model: Path,
+    output: Path,
+    *,
+    input_shapes: list[str] | dict[str, tuple[int, ...]],
+    target: str = "cpu",
+    threads: int = 0,
+    machine: Path | None = None,
+    name: str = "model",
+    disabled_passes: list[str] | None = None,
+    run_stage: StageRunner = _plain_stage,
+    log: Callable[[str], None] | None = None,
+    tuner: Tuner | None = None,
+) -> EmitOrtResult:
+    """`aotc optimize --emit ort`: OUTPUT/NAME.onnx, where every island of compilable nodes is
+    one `ai.aotc.kernels` node (its nodes kept as a model-local function), and
+    OUTPUT/libaotc_NAME.so, which runs each island's compiled program as an onnxruntime custom
+    op (register it with SessionOptions.register_custom_ops_library)."""
+    from aotc import __version__
+    from aotc.compiler import compile_model
+    from aotc.ortlib.library import IslandBuild, build_library, library_files, library_name
+    from aotc.ortlib.partition import find_islands
+    from aotc.ortlib.rewrite import island_model, island_op, model_with_islands
+    from aotc.package.output_folder import check_output_folder, write_folder
+    from aotc.package.validate import check_name
+
+    check_name(name)
+    model, output = Path(model), Path(output)
+    check_output_folder(output, sources=[model])
+    if threads < 0:
+        raise AotcError(f"--threads must be ≥ 0, got {threads}")
+    tgt = resolve_target(target, machine)
+    if not tgt.runs_here():
+        raise AotcError(f"--emit ort builds a library for this machine; target {tgt.name} "
+                        "does not run here", hint="use --target cpu")
+    graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
+                         run_stage=run_stage, log=log, require_static=False)
+    islands, left = find_islands(graph)
+    serialized = ir.serde.serialize_model(graph)
+    ops = []
+    for isl in islands:
+        op = island_op(name, isl)
+        sub = island_model(graph, serialized, isl)
+        program = run_stage("lower + codegen", lambda sub=sub, op=op: compile_model(
+            sub, tgt, name=op, num_threads=threads, file=str(model), tuner=tuner))
+        ops.append(IslandBuild(op, program, [int(w.dtype) for w in isl.weights]))
+    rewritten = model_with_islands(graph, islands, name)
+
+    def fill(tmp: Path) -> None:
+        for fname, data in library_files(name, ops).items():
+            (tmp / fname).write_bytes(data)
+        onnx.save(rewritten, str(tmp / f"{name}.onnx"))
+        build_library(tmp, name, ops)
+
+    try:
+        run_stage("write + build library", lambda: write_folder(
+            output, fill, {"aotc_version": __version__, "kind": "ort", "name": name,
+                           "model": f"{name}.onnx", "library": library_name(name)}))
+    except OSError as e:
+        raise AotcError(f"cannot write the library: {e.strerror or e}", file=str(output)) \
+            from None
+    return EmitOrtResult(
+        model_path=output / f"{name}.onnx", library_path=output / library_name(name),
+        islands=[(b.op, [n.op_type for n in isl.nodes]) for b, isl in zip(ops, islands,
+                                                                          strict=True)],
+        left_out=[(lo.node, lo.op, lo.reason) for lo in left])

@@ -31,10 +31,11 @@ def load_graph(model: onnx.ModelProto | str | Path, input_shapes=None, passes: b
         proto = model if isinstance(model, onnx.ModelProto) else onnx.load(model)
         return ir.from_proto(onnx.shape_inference.infer_shapes(proto, data_prop=True))
     if isinstance(model, onnx.ModelProto):
-        tmp = Path(tempfile.mkdtemp(prefix="aotc_m_")) / "model.onnx"
-        onnx.save(model, tmp)
-        model = tmp
-    graph = load_model(model, input_shapes or {})
+        with tempfile.TemporaryDirectory(prefix="aotc_m_") as tmp:
+            onnx.save(model, Path(tmp) / "model.onnx")
+            graph = load_model(Path(tmp) / "model.onnx", input_shapes or {})
+    else:
+        graph = load_model(model, input_shapes or {})
     if passes:
         try:
             from aotc.passes import run_passes

@@ -94,23 +94,27 @@ def read_model(path: str | os.PathLike) -> ir.Model:
 
 
 def load_model(path: str | os.PathLike,
-               input_shapes: dict[str, tuple[int, ...]] | None = None) -> ir.Model:
-    """The frontend: a checked, canonical-opset model where every value is static."""
+               input_shapes: dict[str, tuple[int, ...]] | None = None,
+               require_static: bool = True) -> ir.Model:
+    """The frontend: a checked, canonical-opset model where every value is static (unless
+    `require_static` is False: `--emit ort` leaves what stays dynamic to onnxruntime)."""
     model = read_model(path)
     try:
         bind_input_shapes(model, dict(input_shapes or {}))
-        make_static(model)
+        make_static(model, require_static)
     except AotcError as e:
         raise _with_file(e, str(Path(path))) from None
     return model
 
 
-def make_static(model: ir.Model) -> None:
-    """Infer shapes and fold shape arithmetic until every value is static (inputs are bound)."""
+def make_static(model: ir.Model, require_static: bool = True) -> None:
+    """Infer shapes and fold shape arithmetic until every value is static (inputs are bound);
+    an AotcError names the first value that stays dynamic when `require_static`."""
     for _ in range(_MAX_ROUNDS):
         shapes.infer_shapes(model, strict=True)
         if not fold_constants(model, max_elements=SHAPE_FOLD_LIMIT):
             break  # a fixed point: what is still symbolic stays so
     common_passes.RemoveUnusedNodesPass()(model)
     common_passes.TopologicalSortPass()(model)
-    shapes.check_static(model)
+    if require_static:
+        shapes.check_static(model)

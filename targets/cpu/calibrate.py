@@ -16,9 +16,11 @@ another, so that a compile is reproducible anywhere.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import functools
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -59,7 +61,9 @@ def load_machine_file(path: Path) -> Machine:
 def probe_binary(lanes: int | None = None) -> Path:
     """`probes.c` built for this machine (at `lanes` floats per vector, default the widest the
     compiler targets here)."""
-    out = Path(tempfile.mkdtemp(prefix="aotc_probes_")) / "probes"
+    folder = tempfile.mkdtemp(prefix="aotc_probes_")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    out = Path(folder) / "probes"
     cmd = ["cc", "-O2", "-march=native", "-pthread", "-o", str(out), str(PROBES)]
     if lanes is not None:
         cmd.insert(3, f"-DFORCE_LANES={lanes}")

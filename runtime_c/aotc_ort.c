@@ -1,0 +1,284 @@
+/* aotc_ort.c: an onnxruntime custom-op library over aotc-compiled islands.
+ *
+ * Part of the aotc runtime. RegisterCustomOps adds one custom op per island (the table
+ * NAME_ort_ops.c lists them) in the domain AOTC_ORT_DOMAIN. Each kernel onnxruntime creates
+ * owns one context of the island's program (its arena and thread pool); a compute checks every
+ * input's element type and shape against what the island was compiled for, asks onnxruntime
+ * for outputs of the compiled shapes and runs the program. Runs of one kernel are serialised
+ * (a context has one arena); onnxruntime may run two kernels at once.
+ *
+ * Threads: the session config entry "aotc.threads" (set it before registering the library)
+ * gives each island's thread count; without it an island uses every online core.
+ *
+ * The op descriptors and the domain are allocated once per registration and stay for the life
+ * of the process: onnxruntime keeps pointers to them for every session built from the options,
+ * and tells the library nothing when the last one goes.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aotc_ort_abi.h"
+#include "aotc_ort_islands.h"
+
+#define AOTC_ORT_DOMAIN "ai.aotc.kernels"
+#define AOTC_ORT_THREADS_KEY "aotc.threads"
+#define AOTC_ORT_MESSAGE 512
+
+typedef struct aotc_ort_op {
+    OrtCustomOp base; /* first: onnxruntime hands &base back to every callback */
+    const aotc_ort_island *island;
+    const OrtApi *api;
+    int num_threads;
+    size_t num_inputs; /* the node's: the island's activations, then its weights */
+} aotc_ort_op;
+
+typedef struct aotc_ort_kernel {
+    const aotc_ort_op *op;
+    void *ctx;
+    pthread_mutex_t lock;
+    const void **inputs; /* the program's inputs and outputs of the run in progress */
+    void **outputs;
+} aotc_ort_kernel;
+
+static const aotc_ort_op *op_of(const OrtCustomOp *op) { return (const aotc_ort_op *)(const void *)op; }
+
+static OrtStatus *fail(const OrtApi *api, const char *fmt_island, const char *what) {
+    char msg[AOTC_ORT_MESSAGE + 128]; /* room for the island's name */
+    snprintf(msg, sizeof msg, "aotc island %s: %s", fmt_island, what);
+    return api->CreateStatus(ORT_FAIL, msg);
+}
+
+static const char *get_name(const OrtCustomOp *op) { return op_of(op)->island->op_name; }
+
+static const char *get_provider(const OrtCustomOp *op) {
+    (void)op;
+    return "CPUExecutionProvider";
+}
+
+static ONNXTensorElementDataType get_input_type(const OrtCustomOp *op, size_t index) {
+    return (ONNXTensorElementDataType)op_of(op)->island->input_types[index];
+}
+
+static size_t get_input_count(const OrtCustomOp *op) { return op_of(op)->num_inputs; }
+
+static ONNXTensorElementDataType get_output_type(const OrtCustomOp *op, size_t index) {
+    return (ONNXTensorElementDataType)op_of(op)->island->output_types[index];
+}
+
+static size_t get_output_count(const OrtCustomOp *op) {
+    return (size_t)op_of(op)->island->describe()->num_outputs;
+}
+
+static OrtCustomOpInputOutputCharacteristic get_characteristic(const OrtCustomOp *op, size_t index) {
+    (void)op;
+    (void)index;
+    return INPUT_OUTPUT_REQUIRED;
+}
+
+static OrtMemType get_memory_type(const OrtCustomOp *op, size_t index) {
+    (void)op;
+    (void)index;
+    return OrtMemTypeDefault;
+}
+
+static int get_one(const OrtCustomOp *op) {
+    (void)op;
+    return 1;
+}
+
+static void destroy_kernel(void *kernel_) {
+    aotc_ort_kernel *k = (aotc_ort_kernel *)kernel_;
+    if (k == NULL) return;
+    k->op->island->destroy(k->ctx);
+    pthread_mutex_destroy(&k->lock);
+    free(k->inputs);
+    free(k->outputs);
+    free(k);
+}
+
+static OrtStatus *create_kernel(const OrtCustomOp *op_, const OrtApi *api, const OrtKernelInfo *info,
+                                void **out) {
+    const aotc_ort_op *op = op_of(op_);
+    const aotc_model_desc *desc = op->island->describe();
+    aotc_ort_kernel *k = (aotc_ort_kernel *)calloc(1, sizeof *k);
+    int status;
+    (void)info;
+    if (k == NULL) return fail(api, op->island->op_name, "out of memory");
+    k->op = op;
+    k->inputs = (const void **)calloc((size_t)desc->num_inputs + 1, sizeof(void *));
+    k->outputs = (void **)calloc((size_t)desc->num_outputs + 1, sizeof(void *));
+    if (k->inputs == NULL || k->outputs == NULL || pthread_mutex_init(&k->lock, NULL) != 0) {
+        free(k->inputs);
+        free(k->outputs);
+        free(k);
+        return fail(api, op->island->op_name, "out of memory");
+    }
+    status = op->island->create(&k->ctx, op->num_threads);
+    if (status != 0) {
+        pthread_mutex_destroy(&k->lock);
+        free(k->inputs);
+        free(k->outputs);
+        free(k);
+        return fail(api, op->island->op_name, op->island->status_message(status));
+    }
+    *out = k;
+    return NULL;
+}
+
+/* "[1, 3, 224, 224]" */
+static void format_shape(char *buf, size_t size, const int64_t *dims, size_t rank) {
+    size_t used = 0;
+    size_t i;
+    used += (size_t)snprintf(buf + used, size - used, "[");
+    for (i = 0; i < rank && used < size; ++i)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* The data of input `i` after checking it against the compiled input; NULL and a status in
+ * *err otherwise. */
+static const void *checked_input(const aotc_ort_kernel *k, OrtKernelContext *kc, int i, OrtStatus **err) {
+    const OrtApi *api = k->op->api;
+    const aotc_ort_island *island = k->op->island;
+    const aotc_tensor_desc *want = &island->describe()->inputs[i];
+    const OrtValue *value = NULL;
+    OrtTensorTypeAndShapeInfo *info = NULL;
+    ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    int64_t dims[16];
+    size_t rank = 0;
+    void *data = NULL;
+    char msg[AOTC_ORT_MESSAGE], got[160], wanted[160];
+    int ok;
+    *err = api->KernelContext_GetInput(kc, (size_t)i, &value);
+    if (*err != NULL) return NULL;
+    if (value == NULL) {
+        snprintf(msg, sizeof msg, "input %d ('%s') is missing", i, want->name);
+        *err = fail(api, island->op_name, msg);
+        return NULL;
+    }
+    *err = api->GetTensorTypeAndShape(value, &info);
+    if (*err != NULL) return NULL;
+    ok = api->GetTensorElementType(info, &type) == NULL && api->GetDimensionsCount(info, &rank) == NULL &&
+         rank <= 16 && api->GetDimensions(info, dims, rank) == NULL;
+    api->ReleaseTensorTypeAndShapeInfo(info);
+    if (!ok) {
+        *err = fail(api, island->op_name, "cannot read an input's type and shape");
+        return NULL;
+    }
+    if ((int)type != island->input_types[i]) {
+        snprintf(msg, sizeof msg, "input %d ('%s') has element type %d, compiled for %s (%d)", i, want->name,
+                 (int)type, want->dtype_name, island->input_types[i]);
+        *err = fail(api, island->op_name, msg);
+        return NULL;
+    }
+    if (rank != (size_t)want->rank || memcmp(dims, want->shape, rank * sizeof(int64_t)) != 0) {
+        format_shape(got, sizeof got, dims, rank);
+        format_shape(wanted, sizeof wanted, want->shape, (size_t)want->rank);
+        snprintf(msg, sizeof msg, "input %d ('%s') has shape %s, compiled for %s", i, want->name, got, wanted);
+        *err = fail(api, island->op_name, msg);
+        return NULL;
+    }
+    *err = api->GetTensorMutableData((OrtValue *)(uintptr_t)value, &data);
+    return data;
+}
+
+static OrtStatus *compute(void *kernel_, OrtKernelContext *kc) {
+    aotc_ort_kernel *k = (aotc_ort_kernel *)kernel_;
+    const OrtApi *api = k->op->api;
+    const aotc_ort_island *island = k->op->island;
+    const aotc_model_desc *desc = island->describe();
+    OrtStatus *err = NULL;
+    int i, status;
+    pthread_mutex_lock(&k->lock);
+    for (i = 0; i < desc->num_inputs && err == NULL; ++i)
+        k->inputs[i] = checked_input(k, kc, i, &err);
+    for (i = 0; i < desc->num_outputs && err == NULL; ++i) {
+        const aotc_tensor_desc *o = &desc->outputs[i];
+        OrtValue *value = NULL;
+        err = api->KernelContext_GetOutput(kc, (size_t)i, o->shape, (size_t)o->rank, &value);
+        if (err == NULL) err = api->GetTensorMutableData(value, &k->outputs[i]);
+    }
+    if (err == NULL) {
+        status = island->run(k->ctx, k->inputs, k->outputs);
+        if (status != 0) err = fail(api, island->op_name, island->status_message(status));
+    }
+    pthread_mutex_unlock(&k->lock);
+    return err;
+}
+
+/* The thread count from the session config entry, 0 (every core) without one; -1 and a
+ * status in *err when it is not a count. */
+static int configured_threads(const OrtApi *api, const OrtSessionOptions *options, OrtStatus **err) {
+    int has = 0;
+    char value[32];
+    size_t size = sizeof value;
+    char *end = NULL;
+    long n;
+    *err = api->HasSessionConfigEntry(options, AOTC_ORT_THREADS_KEY, &has);
+    if (*err != NULL || !has) return 0;
+    *err = api->GetSessionConfigEntry(options, AOTC_ORT_THREADS_KEY, value, &size);
+    if (*err != NULL) return -1;
+    n = strtol(value, &end, 10);
+    if (end == value || *end != '\0' || n < 0 || n > 4096) {
+        *err = api->CreateStatus(ORT_INVALID_ARGUMENT,
+                                 "aotc: the session config entry 'aotc.threads' must be a thread count "
+                                 "(0 = every core)");
+        return -1;
+    }
+    return (int)n;
+}
+
+OrtStatus *RegisterCustomOps(OrtSessionOptions *options, const OrtApiBase *api_base);
+
+OrtStatus *RegisterCustomOps(OrtSessionOptions *options, const OrtApiBase *api_base) {
+    const OrtApi *api = api_base->GetApi(AOTC_ORT_API_VERSION);
+    OrtCustomOpDomain *domain = NULL;
+    aotc_ort_op *ops;
+    OrtStatus *err = NULL;
+    int threads, i;
+    if (api == NULL) {
+        fprintf(stderr,
+                "aotc: the custom-op library '%s' needs onnxruntime's C API version %d (onnxruntime "
+                "1.%d or newer); this onnxruntime is %s\n",
+                aotc_ort_library_name, AOTC_ORT_API_VERSION, AOTC_ORT_API_VERSION,
+                api_base->GetVersionString());
+        return NULL; /* without an API table there is no way to make a status: the session then
+                        fails on the unknown operators, or runs their functions */
+    }
+    threads = configured_threads(api, options, &err);
+    if (err != NULL) return err;
+    ops = (aotc_ort_op *)calloc((size_t)aotc_ort_num_islands + 1, sizeof *ops);
+    if (ops == NULL) return api->CreateStatus(ORT_FAIL, "aotc: out of memory");
+    err = api->CreateCustomOpDomain(AOTC_ORT_DOMAIN, &domain);
+    for (i = 0; i < aotc_ort_num_islands && err == NULL; ++i) {
+        aotc_ort_op *op = &ops[i];
+        const aotc_ort_island *island = &aotc_ort_islands[i];
+        op->island = island;
+        op->api = api;
+        op->num_threads = threads;
+        op->num_inputs = 0;
+        while (island->input_types[op->num_inputs] != 0) ++op->num_inputs;
+        op->base.version = AOTC_ORT_API_VERSION;
+        op->base.GetName = get_name;
+        op->base.GetExecutionProviderType = get_provider;
+        op->base.GetInputType = get_input_type;
+        op->base.GetInputTypeCount = get_input_count;
+        op->base.GetOutputType = get_output_type;
+        op->base.GetOutputTypeCount = get_output_count;
+        op->base.KernelDestroy = destroy_kernel;
+        op->base.GetInputCharacteristic = get_characteristic;
+        op->base.GetOutputCharacteristic = get_characteristic;
+        op->base.GetInputMemoryType = get_memory_type;
+        op->base.GetVariadicInputMinArity = get_one;
+        op->base.GetVariadicInputHomogeneity = get_one;
+        op->base.GetVariadicOutputMinArity = get_one;
+        op->base.GetVariadicOutputHomogeneity = get_one;
+        op->base.CreateKernelV2 = create_kernel;
+        op->base.KernelComputeV2 = compute;
+        err = api->CustomOpDomain_Add(domain, &op->base);
+    }
+    if (err == NULL) err = api->AddCustomOpDomain(options, domain);
+    return err;
+}

@@ -1,0 +1,170 @@
+"""`aotc optimize --emit ort`: the rewritten model and the custom-op library inside onnxruntime.
+
+Every model runs three ways on the same inputs: onnxruntime on the original, onnxruntime on the
+rewritten model with the library registered (aotc's kernels run the islands; the profile shows
+the islands' custom ops ran), and without it (onnxruntime inlines the islands' functions).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from model_zoo import SAMPLE_MODELS, random_inputs  # noqa: E402
+
+from aotc.driver import emit_ort  # noqa: E402
+
+RNG = np.random.default_rng(3)
+
+
+def _rand(*shape: int) -> np.ndarray:
+    return (RNG.standard_normal(shape) * 0.3).astype(np.float32)
+
+
+def lstm_in_the_middle(path: pathlib.Path) -> pathlib.Path:
+    """MatMul+Relu, an LSTM (not compiled by aotc), then MatMul+Add+Sigmoid."""
+    h = 12
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu1"),
+             helper.make_node("Transpose", ["b"], ["bt"], perm=[1, 0, 2], name="tr"),
+             helper.make_node("LSTM", ["bt", "W", "R", "B"], ["Y"], hidden_size=h, name="lstm"),
+             helper.make_node("Squeeze", ["Y", "ax"], ["ys"], name="sq"),
+             helper.make_node("MatMul", ["ys", "w2"], ["c"], name="mm2"),
+             helper.make_node("Add", ["c", "bias"], ["d"], name="add"),
+             helper.make_node("Sigmoid", ["d"], ["y"], name="sig")]
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("w1", _rand(16, 16)), ("W", _rand(1, 4 * h, 16)), ("R", _rand(1, 4 * h, h)),
+        ("B", _rand(1, 8 * h)), ("ax", np.array([1], np.int64)), ("w2", _rand(h, 5)),
+        ("bias", _rand(5))]]
+    graph = helper.make_graph(nodes, "lstm_mid",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 1, 5])],
+                              inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def nonzero_in_the_middle(path: pathlib.Path) -> pathlib.Path:
+    """A data-dependent shape (NonZero) between two compiled parts."""
+    nodes = [helper.make_node("Mul", ["x", "two"], ["a"], name="mul"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("NonZero", ["b"], ["nz"], name="nz"),
+             helper.make_node("Cast", ["nz"], ["nzf"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("ReduceSum", ["nzf"], ["s"], keepdims=0, name="rs"),
+             helper.make_node("Exp", ["b"], ["e"], name="exp"),
+             helper.make_node("Add", ["e", "s"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "nonzero",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 6])],
+                              [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def _session(model: pathlib.Path, library: pathlib.Path | None, profile: bool = False,
+             config: dict[str, str] | None = None) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.enable_profiling = profile
+    for k, v in (config or {}).items():
+        so.add_session_config_entry(k, v)
+    if library is not None:
+        so.register_custom_ops_library(str(library))
+    return ort.InferenceSession(str(model), so, providers=["CPUExecutionProvider"])
+
+
+def _ops_run(sess: ort.InferenceSession) -> set[str]:
+    trace = pathlib.Path(sess.end_profiling())
+    events = json.loads(trace.read_text())
+    trace.unlink()
+    return {e["args"]["op_name"] for e in events
+            if e.get("cat") == "Node" and "op_name" in e.get("args", {})}
+
+
+def check_three_ways(original: pathlib.Path, out: pathlib.Path) -> tuple:
+    result = emit_ort(original, out, input_shapes=[], name="m")
+    onnx.checker.check_model(str(result.model_path))
+    feed = random_inputs(original, seed=1)
+    want = _session(original, None).run(None, feed)
+    with_lib = _session(result.model_path, result.library_path, profile=True)
+    without = _session(result.model_path, None, profile=True)
+    for sess in (with_lib, without):
+        got = sess.run(None, feed)
+        for w, g in zip(want, got, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+    islands = {op for op, _ in result.islands}
+    assert islands and islands <= _ops_run(with_lib)  # the library's kernels ran
+    assert not islands & _ops_run(without)  # the functions ran instead
+    return result, feed
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLE_MODELS))
+def test_sample_models_compile_whole_and_run_with_and_without_the_library(name, tmp_path):
+    result, _ = check_three_ways(SAMPLE_MODELS[name], tmp_path / "out")
+    assert len(result.islands) == 1 and result.left_out == []
+    # the model keeps its weights once (the islands' functions read them; the library holds
+    # its own packed copy): not larger than the original
+    assert result.model_path.stat().st_size <= SAMPLE_MODELS[name].stat().st_size * 1.1
+
+
+def test_an_lstm_stays_with_onnxruntime_between_two_islands(tmp_path):
+    result, _ = check_three_ways(lstm_in_the_middle(tmp_path / "lstm.onnx"), tmp_path / "out")
+    assert len(result.islands) == 2
+    assert [(node, op) for node, op, _ in result.left_out] == [("lstm", "LSTM")]
+
+
+def test_a_data_dependent_shape_stays_with_onnxruntime(tmp_path):
+    result, _ = check_three_ways(nonzero_in_the_middle(tmp_path / "nz.onnx"), tmp_path / "out")
+    left = {node: why for node, _, why in result.left_out}
+    assert set(left) == {"nz", "cast", "rs"}
+    assert "known only at run time" in left["cast"]
+    # Exp cannot join the first island: its other input descends from it through NonZero
+    assert len(result.islands) == 2
+
+
+def test_inputs_are_checked_against_the_compiled_shapes(tmp_path):
+    """A rewritten model whose input is made dynamic, fed another shape: onnxruntime raises
+    with the island's message instead of the kernel reading past its input."""
+    result = emit_ort(SAMPLE_MODELS["mlp"], tmp_path / "out", input_shapes=[], name="m")
+    model = onnx.load(str(result.model_path))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    loose = tmp_path / "loose.onnx"
+    onnx.save(model, loose)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    sess = _session(loose, result.library_path)
+    with pytest.raises(Exception, match=r"aotc island m_island0: input 0 .* has shape \[2, "):
+        sess.run(None, {model.graph.input[0].name: np.zeros([2, *shape], np.float32)})
+
+
+def test_thread_count_comes_from_the_session_config(tmp_path):
+    result = emit_ort(SAMPLE_MODELS["mlp"], tmp_path / "out", input_shapes=[], name="m")
+    feed = random_inputs(SAMPLE_MODELS["mlp"], seed=2)
+    want = _session(SAMPLE_MODELS["mlp"], None).run(None, feed)
+    got = _session(result.model_path, result.library_path, config={"aotc.threads": "2"}).run(
+        None, feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(Exception, match="aotc.threads' must be a thread count"):
+        _session(result.model_path, result.library_path, config={"aotc.threads": "many"})
+
+
+def test_cli_reports_islands_and_what_was_left_out(tmp_path):
+    model = lstm_in_the_middle(tmp_path / "lstm.onnx")
+    proc = subprocess.run([sys.executable, "-m", "aotc", "optimize", str(model), "-o",
+                           str(tmp_path / "out"), "--emit", "ort", "--report"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "model_island0" in proc.stdout and "LSTM" in proc.stdout
+    assert (tmp_path / "out" / "libaotc_model.so").is_file()
+    # the folder's Makefile rebuilds the library from its sources
+    (tmp_path / "out" / "libaotc_model.so").unlink()
+    subprocess.run(["make", "-s", "-C", str(tmp_path / "out")], check=True)
+    assert (tmp_path / "out" / "libaotc_model.so").is_file()
