@@ -42,13 +42,14 @@ DTYPE_NAMES: dict[ir.DataType, str] = {
 WEIGHT_ALIGN = 64
 
 
-def unsupported_nodes(graph: ir.Graph,
+def unsupported_nodes(nodes: Iterable[ir.Node],
                       functions: Mapping[ir.OperatorIdentifier, ir.Function] | None = None,
                       ) -> list[tuple[str, str]]:
-    """(node name, operator) for every node aotc cannot compile; a call of a fused region
-    (`ai.aotc`, body in `functions`) is as good as the nodes of its body."""
+    """(node name, operator) for every node of `nodes` (a graph, or a list) aotc cannot
+    compile; a call of a fused region (`ai.aotc`, body in `functions`) is as good as the nodes
+    of its body."""
     bad = []
-    for node in graph:
+    for node in nodes:
         if _is_constant(node):
             continue
         function = function_of(functions or {}, node)

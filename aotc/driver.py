@@ -298,11 +298,11 @@ def emit_ort(
     ops = []
     for isl in islands:
         op = island_op(name, isl)
-        sub = island_model(graph, serialized, isl)
+        sub = island_model(serialized, isl)
         program = run_stage("lower + codegen", lambda sub=sub, op=op: compile_model(
             sub, tgt, name=op, num_threads=threads, file=str(model), tuner=tuner))
         ops.append(IslandBuild(op, program, [int(w.dtype) for w in isl.weights]))
-    rewritten = model_with_islands(graph, islands, name)
+    rewritten = model_with_islands(serialized, islands, name)
 
     def fill(tmp: Path) -> None:
         for fname, data in library_files(name, ops).items():

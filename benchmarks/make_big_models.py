@@ -82,19 +82,28 @@ class ResNet50(PooledClassifier):
 
 
 # ---- MobileNetV2 ------------------------------------------------------------------------------
-class InvertedResidual(nn.Module):
-    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+class ExpandedBlock(nn.Module):
+    """`body` (set by the subclass), plus the input where the block keeps its shape."""
+
+    body: nn.Sequential
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
         super().__init__()
-        hidden = cin * expand
-        layers: list[nn.Module] = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.ReLU6)]
-        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
-                   conv_bn(hidden, cout, 1, act=None)]
-        self.body = nn.Sequential(*layers)
         self.residual = stride == 1 and cin == cout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.body(x)
         return x + y if self.residual else y
+
+
+class InvertedResidual(ExpandedBlock):
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__(cin, cout, stride)
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.ReLU6)]
+        layers += [conv_bn(hidden, hidden, 3, stride, groups=hidden, act=nn.ReLU6),
+                   conv_bn(hidden, cout, 1, act=None)]
+        self.body = nn.Sequential(*layers)
 
 
 # (expansion, channels, blocks, stride of the first block)
@@ -160,20 +169,15 @@ class SqueezeExcite(nn.Module):
         return x * torch.sigmoid(self.expand(self.act(self.reduce(s))))
 
 
-class MBConv(nn.Module):
+class MBConv(ExpandedBlock):
     def __init__(self, cin: int, cout: int, k: int, stride: int, expand: int) -> None:
-        super().__init__()
+        super().__init__(cin, cout, stride)
         hidden = cin * expand
         layers: list[nn.Module] = [] if expand == 1 else [conv_bn(cin, hidden, 1, act=nn.SiLU)]
         layers += [conv_bn(hidden, hidden, k, stride, groups=hidden, act=nn.SiLU),
                    SqueezeExcite(hidden, max(1, cin // 4), nn.SiLU),
                    conv_bn(hidden, cout, 1, act=None)]
         self.body = nn.Sequential(*layers)
-        self.residual = stride == 1 and cin == cout
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.body(x)
-        return x + y if self.residual else y
 
 
 # (expansion, kernel, stride of the first block, channels, blocks)

@@ -44,9 +44,9 @@ typedef struct aotc_ort_kernel {
 
 static const aotc_ort_op *op_of(const OrtCustomOp *op) { return (const aotc_ort_op *)(const void *)op; }
 
-static OrtStatus *fail(const OrtApi *api, const char *fmt_island, const char *what) {
+static OrtStatus *fail(const OrtApi *api, const char *island, const char *what) {
     char msg[AOTC_ORT_MESSAGE + 128]; /* room for the island's name */
-    snprintf(msg, sizeof msg, "aotc island %s: %s", fmt_island, what);
+    snprintf(msg, sizeof msg, "aotc island %s: %s", island, what);
     return api->CreateStatus(ORT_FAIL, msg);
 }
 

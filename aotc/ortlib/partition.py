@@ -42,7 +42,7 @@ def is_weight(value: ir.Value) -> bool:
 
 def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> str | None:
     """Why aotc cannot compile `node` (None: it can)."""
-    bad = unsupported_nodes(_OneNode(node), functions)  # type: ignore[arg-type]
+    bad = unsupported_nodes([node], functions)
     if bad:
         return f"operator {bad[0][1]} is not compiled by aotc"
     for v in [*node.inputs, *node.outputs]:
@@ -56,16 +56,6 @@ def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Functio
            for a in node.attributes.values()):
         return "it holds subgraphs"
     return None
-
-
-class _OneNode:
-    """A graph of one node, as `unsupported_nodes` iterates graphs."""
-
-    def __init__(self, node: ir.Node) -> None:
-        self.node = node
-
-    def __iter__(self):
-        return iter([self.node])
 
 
 def find_islands(model: ir.Model) -> tuple[list[Island], list[LeftOut]]:

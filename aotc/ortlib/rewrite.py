@@ -40,8 +40,8 @@ def _node_protos(model: onnx.ModelProto, island: Island) -> list[onnx.NodeProto]
     return [by_name[n] for n in names]
 
 
-def island_model(model: ir.Model, proto: onnx.ModelProto, island: Island) -> ir.Model:
-    """The island as a model of its own (`proto` is `model` serialized, for the node protos)."""
+def island_model(proto: onnx.ModelProto, island: Island) -> ir.Model:
+    """The island as a model of its own (`proto`: the partitioned model, serialized)."""
     nodes = _node_protos(proto, island)
     inner = [v for n in island.nodes for v in n.outputs if v not in island.outputs]
     graph = onnx.helper.make_graph(
@@ -56,9 +56,12 @@ def island_model(model: ir.Model, proto: onnx.ModelProto, island: Island) -> ir.
     return ir.serde.deserialize_model(sub)
 
 
-def model_with_islands(model: ir.Model, islands: list[Island], name: str) -> onnx.ModelProto:
-    """`model` with each island replaced by its node and function (topologically sorted)."""
-    proto = ir.serde.serialize_model(model)
+def model_with_islands(serialized: onnx.ModelProto, islands: list[Island],
+                       name: str) -> onnx.ModelProto:
+    """The partitioned model (`serialized`, left as it is) with each island replaced by its node
+    and function, topologically sorted."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(serialized)
     members = {n.name for isl in islands for n in isl.nodes}
     kept = [n for n in proto.graph.node if n.name not in members]
     functions = []
