@@ -23,9 +23,10 @@
  *    `version` is high enough.
  *
  * AOTC_ORT_API_VERSION = 16, so libraries need onnxruntime >= 1.16.0.
- *  * The last OrtApi member declared here is KernelInfo_GetNodeName (API 15,
- *    onnxruntime 1.15).  GetSessionConfigEntry and HasSessionConfigEntry
- *    are API 14.
+ *  * The last OrtApi member declared here is KernelContext_ParallelFor
+ *    (API 17, onnxruntime 1.17): the library asks GetApi(17) for it and runs
+ *    its loops on its own threads when that returns NULL.
+ *    GetSessionConfigEntry and HasSessionConfigEntry are API 14.
  *  * OrtCustomOp::CreateKernelV2 and KernelComputeV2 are read only when
  *    OrtCustomOp::version >= 16 (onnxruntime 1.16).  Only KernelComputeV2
  *    can return an OrtStatus (a clean error with a message) from compute;
@@ -496,7 +497,7 @@ struct OrtApi {
   OrtStatus *(AOTC_ORT_API_CALL *GetSessionConfigEntry)(const OrtSessionOptions *options, const char *config_key,
                                                          char *config_value, size_t *size);
 
-  /* ---- API 15: slots 239..244 (we stop at the last member we use) ---- */
+  /* ---- API 15: slots 239..244 ---- */
   void *SessionOptionsAppendExecutionProvider_Dnnl;
   void *CreateDnnlProviderOptions;
   void *UpdateDnnlProviderOptions;
@@ -504,9 +505,46 @@ struct OrtApi {
   void *ReleaseDnnlProviderOptions;
   /* slot 244.  The node's name.  out == NULL -> *size = strlen + 1. */
   OrtStatus *(AOTC_ORT_API_CALL *KernelInfo_GetNodeName)(const OrtKernelInfo *info, char *out, size_t *size);
-  /* onnxruntime's table goes on (KernelInfo_GetLogger, ...).  We never
-   * index past this point and never copy or allocate an OrtApi, so its
-   * real length does not matter. */
+  /* ---- slots 245..273: API 16 and 17 members aotc does not call ---- */
+  void *KernelInfo_GetLogger;
+  void *KernelContext_GetLogger;
+  void *Logger_LogMessage;
+  void *Logger_GetLoggingSeverityLevel;
+  void *KernelInfoGetConstantInput_tensor;
+  void *CastTypeInfoToOptionalTypeInfo;
+  void *GetOptionalContainedTypeInfo;
+  void *GetResizedStringTensorElementBuffer;
+  void *KernelContext_GetAllocator;
+  void *GetBuildInfoString;
+  void *CreateROCMProviderOptions;
+  void *UpdateROCMProviderOptions;
+  void *GetROCMProviderOptionsAsString;
+  void *ReleaseROCMProviderOptions;
+  void *CreateAndRegisterAllocatorV2;
+  void *RunAsync;
+  void *UpdateTensorRTProviderOptionsWithValue;
+  void *GetTensorRTProviderOptionsByName;
+  void *UpdateCUDAProviderOptionsWithValue;
+  void *GetCUDAProviderOptionsByName;
+  void *KernelContext_GetResource;
+  void *SetUserLoggingFunction;
+  void *ShapeInferContext_GetInputCount;
+  void *ShapeInferContext_GetInputTypeShape;
+  void *ShapeInferContext_GetAttribute;
+  void *ShapeInferContext_SetOutputTypeShape;
+  void *SetSymbolicDimensions;
+  void *ReadOpAttr;
+  void *SetDeterministicCompute;
+  /* slot 274 (API 17; onnxruntime 1.17).  Calls fn(usr_data, i) for every i
+   * in [0, total) on the session's intra-op thread pool, the calling thread
+   * included, and returns when all calls have returned.  num_batch: at most
+   * that many batches of consecutive i (0: no limit).  Read this member only
+   * from the table GetApi(17) returned. */
+  OrtStatus *(AOTC_ORT_API_CALL *KernelContext_ParallelFor)(const OrtKernelContext *context,
+                                                             void (*fn)(void *, size_t), size_t total,
+                                                             size_t num_batch, void *usr_data);
+  /* onnxruntime's table goes on.  We never index past this point and never
+   * copy or allocate an OrtApi, so its real length does not matter. */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -626,7 +664,9 @@ AOTC_ORT_LAYOUT_CHECK(slot_kernel_info_attr_float, AOTC_ORT_SLOT(KernelInfoGetAt
 AOTC_ORT_LAYOUT_CHECK(slot_release_status, AOTC_ORT_SLOT(ReleaseStatus) == 93);
 AOTC_ORT_LAYOUT_CHECK(slot_has_session_config_entry, AOTC_ORT_SLOT(HasSessionConfigEntry) == 237);
 AOTC_ORT_LAYOUT_CHECK(slot_kernel_info_get_node_name, AOTC_ORT_SLOT(KernelInfo_GetNodeName) == 244);
-AOTC_ORT_LAYOUT_CHECK(api_size, sizeof(OrtApi) == 245 * sizeof(void *));
+AOTC_ORT_LAYOUT_CHECK(slot_kernel_context_get_resource, AOTC_ORT_SLOT(KernelContext_GetResource) == 265);
+AOTC_ORT_LAYOUT_CHECK(slot_kernel_context_parallel_for, AOTC_ORT_SLOT(KernelContext_ParallelFor) == 274);
+AOTC_ORT_LAYOUT_CHECK(api_size, sizeof(OrtApi) == 275 * sizeof(void *));
 /* OrtCustomOp: uint32_t version, padded to pointer alignment, then 18 pointers. */
 AOTC_ORT_LAYOUT_CHECK(custom_op_create_kernel, offsetof(OrtCustomOp, CreateKernel) == sizeof(void *));
 AOTC_ORT_LAYOUT_CHECK(custom_op_get_input_characteristic,
