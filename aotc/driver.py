@@ -273,12 +273,19 @@ def emit_ort(
     """`aotc optimize --emit ort`: OUTPUT/NAME.onnx, where every island of compilable nodes is
     one `ai.aotc.kernels` node (its nodes kept as a model-local function), and
     OUTPUT/libaotc_NAME.so, which runs each island's compiled program as an onnxruntime custom
-    op (register it with SessionOptions.register_custom_ops_library)."""
+    op (register it with SessionOptions.register_custom_ops_library). The weights only the
+    islands read live in the library; OUTPUT/NAME.fallback.data holds them for running the model
+    without it."""
     from aotc import __version__
     from aotc.compiler import compile_model
     from aotc.ortlib.library import IslandBuild, build_library, library_files, library_name
     from aotc.ortlib.partition import find_islands
-    from aotc.ortlib.rewrite import island_model, island_op, model_with_islands
+    from aotc.ortlib.rewrite import (
+        fallback_data_name,
+        island_model,
+        island_op,
+        model_with_islands,
+    )
     from aotc.package.output_folder import check_output_folder, write_folder
     from aotc.package.validate import check_name
 
@@ -301,13 +308,15 @@ def emit_ort(
         sub = island_model(serialized, isl)
         program = run_stage("lower + codegen", lambda sub=sub, op=op: compile_model(
             sub, tgt, name=op, num_threads=threads, file=str(model), tuner=tuner))
-        ops.append(IslandBuild(op, program, [int(w.dtype) for w in isl.weights]))
-    rewritten = model_with_islands(serialized, islands, name)
+        ops.append(IslandBuild(op, program, [int(w.dtype) for w in isl.shared_weights]))
+    rewritten, fallback_data = model_with_islands(serialized, islands, name)
 
     def fill(tmp: Path) -> None:
         for fname, data in library_files(name, ops).items():
             (tmp / fname).write_bytes(data)
         onnx.save(rewritten, str(tmp / f"{name}.onnx"))
+        if fallback_data:
+            (tmp / fallback_data_name(name)).write_bytes(fallback_data)
         build_library(tmp, name, ops)
 
     try:

@@ -27,6 +27,9 @@ class Island:
     inputs: list[ir.Value] = field(default_factory=list)  # activations, in first-use order
     weights: list[ir.Value] = field(default_factory=list)  # initializers and constants it reads
     outputs: list[ir.Value] = field(default_factory=list)  # values read outside it
+    # weights that onnxruntime's own nodes (or the graph's outputs) read too: the island's node
+    # takes these as inputs; the others it owns (see rewrite.py)
+    shared_weights: list[ir.Value] = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +99,11 @@ def find_islands(model: ir.Model) -> tuple[list[Island], list[LeftOut]]:
         island_of[node] = chosen
         reach[node] = above | {chosen}
     outputs = set(model.graph.outputs)
+    in_islands = set(island_of)
+
+    def read_by_onnxruntime(weight: ir.Value) -> bool:
+        return weight in outputs or any(user not in in_islands for user, _ in weight.uses())
+
     for isl in islands:
         members = set(isl.nodes)
         seen: set[ir.Value] = set()
@@ -107,6 +115,8 @@ def find_islands(model: ir.Model) -> tuple[list[Island], list[LeftOut]]:
                     continue
                 seen.add(v)
                 (isl.weights if is_weight(v) else isl.inputs).append(v)
+                if is_weight(v) and read_by_onnxruntime(v):
+                    isl.shared_weights.append(v)
             for v in node.outputs:
                 if v in outputs or any(user not in members for user, _ in v.uses()):
                     isl.outputs.append(v)
