@@ -11,9 +11,14 @@ time. aotc's outputs are checked against onnxruntime's before timing. `--tuning-
 compiles with the schedules a tuning run recorded (`aotc optimize MODEL -o DIR --tune SECONDS
 --tuning-log FILE`), to compare tuned bundles.
 
+`--emit ort` also builds each model's onnxruntime custom-op library (`aotc optimize --emit ort`)
+and adds a third engine to every turn: onnxruntime running the rewritten model with the library
+registered (its islands on onnxruntime's intra-op pool), reported against onnxruntime alone
+and against the bundle.
+
     python benchmarks/bench_models.py [--big] [--models mlp resnet50] [--runs 50]
                                       [--threads 1 2] [--tuning-log FILE] [--markdown]
-                                      [--target cpu-avx2]
+                                      [--target cpu-avx2] [--emit ort]
 
 `--big` adds the full-size models of make_big_models.py (ResNet-50, MobileNetV2, the BERT-base-sized
 encoder, EfficientNet-B0, RegNetY-400MF, ViT-B/16; run it first).
@@ -50,7 +55,7 @@ from timing import (  # noqa: E402
     settle_by_name,
 )
 
-from aotc.driver import make_tuner, optimize_model  # noqa: E402
+from aotc.driver import emit_ort, make_tuner, optimize_model  # noqa: E402
 from aotc.package.build import build_bundle  # noqa: E402
 from aotc.package.loaded import LoadedBundle  # noqa: E402
 
@@ -80,20 +85,27 @@ def _check(got: list[np.ndarray], want: list[np.ndarray]) -> str:
 
 
 def bench_one(path: Path, bundle_dir: Path, threads: int, runs: int, block: int,
-              settle: Callable[[], None], spinning: bool,
-              clock: Callable[[], float]) -> tuple[float, float, str]:
-    """Median seconds of aotc and onnxruntime, and the output check."""
+              settle: Callable[[], None], spinning: bool, clock: Callable[[], float],
+              with_library: tuple[Path, Path] | None = None) -> tuple[dict[str, float], str]:
+    """Median seconds per engine ("aotc", "ort", and "ort+lib" when `with_library` gives the
+    rewritten model and its library), and the output check."""
     inputs = model_inputs(path)
-    ort_call, ort_outs = ort_engine(ort_session(path, threads, spinning), inputs)
+    engines = {}
+    engines["ort"], ort_outs = ort_engine(ort_session(path, threads, spinning), inputs)
+    outs = {}
+    if with_library is not None:
+        model, library = with_library
+        engines["ort+lib"], outs["ort+lib"] = ort_engine(
+            ort_session(model, threads, spinning, library), inputs)
     with LoadedBundle(bundle_dir) as bundle:
         bundle.create(threads)
-        aotc_call, aotc_outs = aotc_engine(bundle, inputs)
-        aotc_call()
-        ort_call()
-        check = _check(aotc_outs, ort_outs)
-        t = interleave({"aotc": aotc_call, "ort": ort_call}, runs, block=block,
-                        settle=settle, clock=clock)
-    return median(t["aotc"]), median(t["ort"]), check
+        engines["aotc"], outs["aotc"] = aotc_engine(bundle, inputs)
+        for call in engines.values():
+            call()
+        checks = [_check(o, ort_outs) for o in outs.values()]
+        t = interleave(engines, runs, block=block, settle=settle, clock=clock)
+    check = next((c for c in checks if c != "ok"), "ok")
+    return {k: median(v) for k, v in t.items()}, check
 
 
 def model_paths(big: bool, only: list[str]) -> dict[str, Path]:
@@ -130,6 +142,8 @@ def main() -> None:
                          "optimize --tune`; kernels it lacks keep the cost model's choice)")
     ap.add_argument("--target", choices=("cpu", "cpu-avx2"), default="cpu",
                     help="aotc's code: for this machine, or AVX2 code run here")
+    ap.add_argument("--emit", choices=("bundle", "ort"), default="bundle",
+                    help="ort: also time onnxruntime with the model's aotc custom-op library")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     if args.clock == "thread" and args.threads != [1]:
@@ -139,6 +153,8 @@ def main() -> None:
     rows, compile_rows = [], []
     with tempfile.TemporaryDirectory(prefix="aotc_bench_models_") as tmp:
         bundles = {}
+        libraries: dict[str, tuple[Path, Path]] = {}
+        island_rows: list[tuple[str, int, int]] = []
         tuner = make_tuner(0.0, args.tuning_log) if args.tuning_log else None  # read once
         for name, path in paths.items():
             t0 = time.perf_counter()
@@ -148,20 +164,40 @@ def main() -> None:
             build_bundle(Path(tmp) / name, target="shared")
             compile_rows.append((name, f"{t1 - t0:.2f}", f"{time.perf_counter() - t1:.2f}"))
             bundles[name] = Path(tmp) / name
+            if args.emit == "ort":
+                result = emit_ort(path, Path(tmp) / f"{name}.ort", input_shapes=[], name=name,
+                                  tuner=tuner, target=args.target)
+                libraries[name] = (result.model_path, result.library_path)
+                island_rows.append((name, len(result.islands), len(result.left_out)))
         flush_files()
         for threads in args.threads:
-            ratios = []
+            ratios: dict[str, list[float]] = {"aotc": [], "ort+lib": [], "ort+lib/aotc": []}
             for name, path in paths.items():
-                a, o, check = bench_one(path, bundles[name], threads, args.runs, args.block,
-                                        settle_by_name(args.settle),
-                                        args.ort_spinning == "on", CLOCKS[args.clock])
-                ratios.append(a / o)
-                rows.append((name, threads, f"{a * 1e3:.3f}", f"{o * 1e3:.3f}", f"{a / o:.2f}",
-                             check))
-            rows.append(("geometric mean", threads, "", "", f"{geomean(ratios):.2f}", ""))
+                t, check = bench_one(path, bundles[name], threads, args.runs, args.block,
+                                     settle_by_name(args.settle), args.ort_spinning == "on",
+                                     CLOCKS[args.clock], libraries.get(name))
+                a, o = t["aotc"], t["ort"]
+                ratios["aotc"].append(a / o)
+                row = [name, threads, f"{a * 1e3:.3f}", f"{o * 1e3:.3f}", f"{a / o:.2f}"]
+                if args.emit == "ort":
+                    lib = t["ort+lib"]
+                    ratios["ort+lib"].append(lib / o)
+                    ratios["ort+lib/aotc"].append(lib / a)
+                    row += [f"{lib * 1e3:.3f}", f"{lib / o:.2f}", f"{lib / a:.2f}"]
+                rows.append((*row, check))
+            mean = ["geometric mean", threads, "", "", f"{geomean(ratios['aotc']):.2f}"]
+            if args.emit == "ort":
+                mean += ["", f"{geomean(ratios['ort+lib']):.2f}",
+                         f"{geomean(ratios['ort+lib/aotc']):.2f}"]
+            rows.append((*mean, ""))
     print(f"load average before: {load_before}, after: {load_average()}; clock: {args.clock}")
-    head = ("model", "threads", "aotc median ms", "onnxruntime median ms", "aotc/ort", "check")
-    print_rows(head, rows, args.markdown)
+    head = ["model", "threads", "aotc median ms", "onnxruntime median ms", "aotc/ort"]
+    if args.emit == "ort":
+        head += ["ort+library median ms", "ort+library/ort", "ort+library/aotc"]
+    print_rows((*head, "check"), rows, args.markdown)
+    if island_rows:
+        print()
+        print_rows(("model", "islands", "nodes left to onnxruntime"), island_rows, args.markdown)
     print()
     print_rows(("model", "aotc optimize s", "make s"), compile_rows, args.markdown)
 

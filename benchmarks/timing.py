@@ -109,13 +109,16 @@ def geomean(values: Sequence[float]) -> float:
 
 
 def ort_session(model: Path | onnx.ModelProto, threads: int,
-                spinning: bool = True) -> ort.InferenceSession:
-    """onnxruntime with all graph optimisations, `threads` intra-op threads, one inter-op."""
+                spinning: bool = True, library: Path | None = None) -> ort.InferenceSession:
+    """onnxruntime with all graph optimisations, `threads` intra-op threads, one inter-op, and
+    the custom-op `library` of `aotc optimize --emit ort` if given."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
+    if library is not None:
+        so.register_custom_ops_library(str(library))
     source = str(model) if isinstance(model, Path) else model.SerializeToString()
     return ort.InferenceSession(source, so, providers=["CPUExecutionProvider"])
 

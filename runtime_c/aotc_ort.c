@@ -7,8 +7,15 @@
  * for outputs of the compiled shapes and runs the program. Runs of one kernel are serialised
  * (a context has one arena); onnxruntime may run two kernels at once.
  *
- * Threads: the session config entry "aotc.threads" (set it before registering the library)
- * gives each island's thread count; without it an island uses every online core.
+ * Threads, one pool for the whole session:
+ *  - by default the islands' parallel loops run on onnxruntime's own intra-op pool
+ *    (KernelContext_ParallelFor, onnxruntime >= 1.17): its size is the session's
+ *    intra_op_num_threads, and aotc's loops never compete with onnxruntime's threads;
+ *  - the session config entry "aotc.threads" (set it before registering the library) gives the
+ *    library a pool of its own of that many threads (0: every online core, or
+ *    $AOTC_NUM_THREADS), shared by all its kernels; 1 runs the islands on the calling thread.
+ *    The same happens on an onnxruntime older than 1.17. Two islands that onnxruntime runs at
+ *    once (parallel execution mode) do not share the pool: the second runs on its own thread.
  *
  * The op descriptors and the domain are allocated once per registration and stay for the life
  * of the process: onnxruntime keeps pointers to them for every session built from the options,
@@ -21,26 +28,109 @@
 
 #include "aotc_ort_abi.h"
 #include "aotc_ort_islands.h"
+#include "aotc_runtime.h"
 
 #define AOTC_ORT_DOMAIN "ai.aotc.kernels"
 #define AOTC_ORT_THREADS_KEY "aotc.threads"
 #define AOTC_ORT_MESSAGE 512
 
+#define AOTC_ORT_PIECES_PER_THREAD 4 /* pieces of a loop handed to onnxruntime's pool */
+
+/* What one registration (one SessionOptions) shares among its kernels. */
+typedef struct aotc_ort_library {
+    const OrtApi *api;
+    const OrtApi *api17; /* the table with KernelContext_ParallelFor; NULL before 1.17 */
+    int threads;         /* "aotc.threads"; -1 when the entry is absent */
+    int max_pieces;      /* at most this many pieces per loop on onnxruntime's pool */
+    pthread_mutex_t lock; /* guards pool and users */
+    aotc_pool *pool;      /* the library's own threads, while a kernel uses them */
+    int users;
+    pthread_mutex_t run_lock; /* held by the island whose loop runs on `pool` */
+} aotc_ort_library;
+
 typedef struct aotc_ort_op {
     OrtCustomOp base; /* first: onnxruntime hands &base back to every callback */
     const aotc_ort_island *island;
-    const OrtApi *api;
-    int num_threads;
-    size_t num_inputs; /* the node's: the island's activations, then its weights */
+    aotc_ort_library *library;
+    size_t num_inputs; /* the node's: the island's activations, then the weights it shares */
 } aotc_ort_op;
 
 typedef struct aotc_ort_kernel {
     const aotc_ort_op *op;
     void *ctx;
+    int on_ort_pool;  /* loops go to onnxruntime's pool (else to the library's, if any) */
+    int on_own_pool;  /* holds a use of the library's pool */
     pthread_mutex_t lock;
     const void **inputs; /* the program's inputs and outputs of the run in progress */
     void **outputs;
 } aotc_ort_kernel;
+
+/* One run's loops on onnxruntime's pool. */
+typedef struct aotc_ort_run {
+    const aotc_ort_library *library;
+    const OrtKernelContext *kc;
+    OrtStatus *err; /* the first failure to hand out a loop */
+    aotc_body_fn body;
+    void *env;
+    int64_t n;
+    size_t pieces;
+} aotc_ort_run;
+
+static void run_piece(void *user, size_t i) {
+    const aotc_ort_run *r = (const aotc_ort_run *)user;
+    int64_t parts = (int64_t)r->pieces, q = r->n / parts, rem = r->n % parts, k = (int64_t)i;
+    int64_t lo = k * q + (k < rem ? k : rem);
+    r->body(r->env, lo, lo + q + (k < rem ? 1 : 0));
+}
+
+static void on_ort_pool(void *user, aotc_body_fn body, void *env, int64_t n) {
+    aotc_ort_run *r = (aotc_ort_run *)user;
+    const OrtApi *api = r->library->api17;
+    OrtStatus *err;
+    r->body = body;
+    r->env = env;
+    r->n = n;
+    r->pieces = (size_t)(n < r->library->max_pieces ? n : r->library->max_pieces);
+    err = api->KernelContext_ParallelFor(r->kc, run_piece, r->pieces, 0, r);
+    if (err == NULL) return;
+    if (r->err == NULL)
+        r->err = err;
+    else
+        api->ReleaseStatus(err);
+}
+
+static void on_own_pool(void *user, aotc_body_fn body, void *env, int64_t n) {
+    aotc_ort_library *lib = (aotc_ort_library *)user;
+    if (pthread_mutex_trylock(&lib->run_lock) != 0) { /* another island has the pool */
+        body(env, 0, n);
+        return;
+    }
+    aotc_parallel_for(lib->pool, body, env, n);
+    pthread_mutex_unlock(&lib->run_lock);
+}
+
+/* Takes a use of the library's pool, starting it for the first user. */
+static int use_own_pool(aotc_ort_library *lib) {
+    int rc = AOTC_OK, threads = 1;
+    pthread_mutex_lock(&lib->lock);
+    if (lib->users == 0) {
+        rc = aotc_resolve_num_threads(lib->threads > 0 ? lib->threads : 0, 0, &threads);
+        if (rc == AOTC_OK) rc = aotc_pool_create(&lib->pool, threads);
+    }
+    if (rc == AOTC_OK) ++lib->users;
+    pthread_mutex_unlock(&lib->lock);
+    return rc;
+}
+
+/* Gives a use back; the last one stops the threads. */
+static void drop_own_pool(aotc_ort_library *lib) {
+    pthread_mutex_lock(&lib->lock);
+    if (--lib->users == 0) {
+        aotc_pool_destroy(lib->pool);
+        lib->pool = NULL;
+    }
+    pthread_mutex_unlock(&lib->lock);
+}
 
 static const aotc_ort_op *op_of(const OrtCustomOp *op) { return (const aotc_ort_op *)(const void *)op; }
 
@@ -92,6 +182,7 @@ static void destroy_kernel(void *kernel_) {
     aotc_ort_kernel *k = (aotc_ort_kernel *)kernel_;
     if (k == NULL) return;
     k->op->island->destroy(k->ctx);
+    if (k->on_own_pool) drop_own_pool(k->op->library);
     pthread_mutex_destroy(&k->lock);
     free(k->inputs);
     free(k->outputs);
@@ -115,8 +206,18 @@ static OrtStatus *create_kernel(const OrtCustomOp *op_, const OrtApi *api, const
         free(k);
         return fail(api, op->island->op_name, "out of memory");
     }
-    status = op->island->create(&k->ctx, op->num_threads);
+    /* the island's own context never starts threads: its loops go to a shared pool */
+    status = op->island->create(&k->ctx, 1);
+    if (status == 0 && op->library->threads != 1) {
+        k->on_ort_pool = op->library->threads < 0 && op->library->api17 != NULL;
+        if (!k->on_ort_pool) {
+            status = use_own_pool(op->library);
+            k->on_own_pool = status == 0;
+            if (k->on_own_pool) aotc_context_set_outside((aotc_context *)k->ctx, on_own_pool, op->library);
+        }
+    }
     if (status != 0) {
+        op->island->destroy(k->ctx);
         pthread_mutex_destroy(&k->lock);
         free(k->inputs);
         free(k->outputs);
@@ -140,7 +241,7 @@ static void format_shape(char *buf, size_t size, const int64_t *dims, size_t ran
 /* The data of input `i` after checking it against the compiled input; NULL and a status in
  * *err otherwise. */
 static const void *checked_input(const aotc_ort_kernel *k, OrtKernelContext *kc, int i, OrtStatus **err) {
-    const OrtApi *api = k->op->api;
+    const OrtApi *api = k->op->library->api;
     const aotc_ort_island *island = k->op->island;
     const aotc_tensor_desc *want = &island->describe()->inputs[i];
     const OrtValue *value = NULL;
@@ -186,7 +287,7 @@ static const void *checked_input(const aotc_ort_kernel *k, OrtKernelContext *kc,
 
 static OrtStatus *compute(void *kernel_, OrtKernelContext *kc) {
     aotc_ort_kernel *k = (aotc_ort_kernel *)kernel_;
-    const OrtApi *api = k->op->api;
+    const OrtApi *api = k->op->library->api;
     const aotc_ort_island *island = k->op->island;
     const aotc_model_desc *desc = island->describe();
     OrtStatus *err = NULL;
@@ -201,15 +302,26 @@ static OrtStatus *compute(void *kernel_, OrtKernelContext *kc) {
         if (err == NULL) err = api->GetTensorMutableData(value, &k->outputs[i]);
     }
     if (err == NULL) {
+        aotc_ort_run run;
+        memset(&run, 0, sizeof run);
+        run.library = k->op->library;
+        run.kc = kc;
+        if (k->on_ort_pool) aotc_context_set_outside((aotc_context *)k->ctx, on_ort_pool, &run);
         status = island->run(k->ctx, k->inputs, k->outputs);
-        if (status != 0) err = fail(api, island->op_name, island->status_message(status));
+        if (k->on_ort_pool) aotc_context_set_outside((aotc_context *)k->ctx, NULL, NULL);
+        if (run.err != NULL) {
+            err = run.err; /* a loop did not run: whatever the status says */
+            if (status == 0) status = AOTC_ERR_THREAD;
+        } else if (status != 0) {
+            err = fail(api, island->op_name, island->status_message(status));
+        }
     }
     pthread_mutex_unlock(&k->lock);
     return err;
 }
 
-/* The thread count from the session config entry, 0 (every core) without one; -1 and a
- * status in *err when it is not a count. */
+/* The thread count from the session config entry, -1 without one (and -1 with a status in
+ * *err when it is not a count). */
 static int configured_threads(const OrtApi *api, const OrtSessionOptions *options, OrtStatus **err) {
     int has = 0;
     char value[32];
@@ -217,7 +329,7 @@ static int configured_threads(const OrtApi *api, const OrtSessionOptions *option
     char *end = NULL;
     long n;
     *err = api->HasSessionConfigEntry(options, AOTC_ORT_THREADS_KEY, &has);
-    if (*err != NULL || !has) return 0;
+    if (*err != NULL || !has) return -1;
     *err = api->GetSessionConfigEntry(options, AOTC_ORT_THREADS_KEY, value, &size);
     if (*err != NULL) return -1;
     n = strtol(value, &end, 10);
@@ -236,8 +348,9 @@ OrtStatus *RegisterCustomOps(OrtSessionOptions *options, const OrtApiBase *api_b
     const OrtApi *api = api_base->GetApi(AOTC_ORT_API_VERSION);
     OrtCustomOpDomain *domain = NULL;
     aotc_ort_op *ops;
+    aotc_ort_library *library;
     OrtStatus *err = NULL;
-    int threads, i;
+    int threads, cores = 1, i;
     if (api == NULL) {
         fprintf(stderr,
                 "aotc: the custom-op library '%s' needs onnxruntime's C API version %d (onnxruntime "
@@ -249,15 +362,25 @@ OrtStatus *RegisterCustomOps(OrtSessionOptions *options, const OrtApiBase *api_b
     }
     threads = configured_threads(api, options, &err);
     if (err != NULL) return err;
+    if (aotc_resolve_num_threads(0, 0, &cores) != AOTC_OK) cores = 1;
+    library = (aotc_ort_library *)calloc(1, sizeof *library);
     ops = (aotc_ort_op *)calloc((size_t)aotc_ort_num_islands + 1, sizeof *ops);
-    if (ops == NULL) return api->CreateStatus(ORT_FAIL, "aotc: out of memory");
+    if (library == NULL || ops == NULL || pthread_mutex_init(&library->lock, NULL) != 0 ||
+        pthread_mutex_init(&library->run_lock, NULL) != 0) {
+        free(library); /* (a mutex that did initialise is never used) */
+        free(ops);
+        return api->CreateStatus(ORT_FAIL, "aotc: out of memory");
+    }
+    library->api = api;
+    library->api17 = api_base->GetApi(17);
+    library->threads = threads;
+    library->max_pieces = cores * AOTC_ORT_PIECES_PER_THREAD;
     err = api->CreateCustomOpDomain(AOTC_ORT_DOMAIN, &domain);
     for (i = 0; i < aotc_ort_num_islands && err == NULL; ++i) {
         aotc_ort_op *op = &ops[i];
         const aotc_ort_island *island = &aotc_ort_islands[i];
         op->island = island;
-        op->api = api;
-        op->num_threads = threads;
+        op->library = library;
         op->num_inputs = 0;
         while (island->input_types[op->num_inputs] != 0) ++op->num_inputs;
         op->base.version = AOTC_ORT_API_VERSION;

@@ -64,6 +64,8 @@ struct aotc_pool {
     int sleepers; /* workers asleep (or about to be) on work_cv */
     int stop;
     int busy; /* a loop is running: nested calls run inline */
+    aotc_outside_for_fn outside; /* non-NULL: loops go to someone else's threads */
+    void *outside_user;
 };
 
 /* Part i of [0, n) cut into `parts` contiguous ranges whose sizes differ by at most one. */
@@ -238,11 +240,33 @@ void aotc_pool_destroy(aotc_pool *pool) {
 
 int aotc_pool_num_threads(const aotc_pool *pool) { return pool == NULL ? 1 : pool->num_threads; }
 
+void aotc_pool_set_outside(aotc_pool *pool, aotc_outside_for_fn fn, void *user) {
+    if (pool == NULL) return;
+    pool->outside = fn;
+    pool->outside_user = user;
+}
+
+/* A loop handed to the outside threads; a nested call (from inside one of its bodies, on any
+ * thread) runs inline, as with the pool's own threads. */
+static void run_outside(aotc_pool *p, aotc_body_fn body, void *env, int64_t n) {
+    if (n == 1 || LOAD(&p->busy)) {
+        body(env, 0, n);
+        return;
+    }
+    STORE(&p->busy, 1);
+    p->outside(p->outside_user, body, env, n);
+    STORE(&p->busy, 0);
+}
+
 void aotc_parallel_for(void *ctx, aotc_body_fn body, void *env, int64_t n) {
     aotc_pool *p = (aotc_pool *)ctx;
     int64_t most;
     uint32_t chunks;
     if (n <= 0) return;
+    if (p != NULL && p->outside != NULL) {
+        run_outside(p, body, env, n);
+        return;
+    }
     if (p == NULL || p->num_threads <= 1 || n == 1 || LOAD(&p->busy)) {
         body(env, 0, n);
         return;

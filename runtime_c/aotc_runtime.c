@@ -199,4 +199,8 @@ void aotc_context_destroy(aotc_context *c) {
 
 int aotc_context_num_threads(const aotc_context *c) { return c == NULL ? 0 : c->num_threads; }
 
+void aotc_context_set_outside(aotc_context *c, aotc_outside_for_fn fn, void *user) {
+    if (c != NULL) aotc_pool_set_outside(c->pool, fn, user);
+}
+
 void *aotc_context_workspace(const aotc_context *c) { return c == NULL ? NULL : c->workspace; }

@@ -72,6 +72,13 @@ int aotc_pool_create(aotc_pool **out_pool, int num_threads) AOTC_INTERNAL;
 void aotc_pool_destroy(aotc_pool *pool) AOTC_INTERNAL;
 int aotc_pool_num_threads(const aotc_pool *pool) AOTC_INTERNAL;
 
+/* A parallel loop run by threads the pool does not own (a host's thread pool): it must call
+ * body(env, lo, hi) over disjoint ranges that cover [0, n) and return when all have returned. */
+typedef void (*aotc_outside_for_fn)(void *user, aotc_body_fn body, void *env, int64_t n);
+/* From now on the pool hands its loops to fn(user, ...) (NULL: back to its own threads). Call it
+ * only between loops. */
+void aotc_pool_set_outside(aotc_pool *pool, aotc_outside_for_fn fn, void *user) AOTC_INTERNAL;
+
 /* Splits [0, n) into contiguous chunks (a few per thread) that the threads, the calling one
  * included, claim one at a time until none is left; returns when all are done. ctx == NULL (or
  * a nested call from inside a body) runs body(env, 0, n). */
@@ -102,6 +109,8 @@ int aotc_context_create(const aotc_model *model, const unsigned char *weights,
 int aotc_context_run(aotc_context *ctx, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
 void aotc_context_destroy(aotc_context *ctx) AOTC_INTERNAL;
 int aotc_context_num_threads(const aotc_context *ctx) AOTC_INTERNAL;
+/* aotc_pool_set_outside for the context's pool (between runs). */
+void aotc_context_set_outside(aotc_context *ctx, aotc_outside_for_fn fn, void *user) AOTC_INTERNAL;
 /* The context's workspace (for diagnostics and tests: where it lies, how it is paged). */
 void *aotc_context_workspace(const aotc_context *ctx) AOTC_INTERNAL;
 

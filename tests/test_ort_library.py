@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -175,13 +176,46 @@ def test_inputs_are_checked_against_the_compiled_shapes(tmp_path):
         sess.run(None, {model.graph.input[0].name: np.zeros([2, *shape], np.float32)})
 
 
-def test_thread_count_comes_from_the_session_config(tmp_path):
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_islands_share_onnxruntime_threads_unless_the_session_config_gives_a_count(tmp_path):
+    """By default the islands' loops run on onnxruntime's intra-op pool: the library starts no
+    thread. "aotc.threads" = N gives the library one pool of N threads (N - 1 workers plus the
+    caller) for all its islands, however many there are."""
+    original = lstm_in_the_middle(tmp_path / "lstm.onnx")  # two islands
+    result = emit_ort(original, tmp_path / "out", input_shapes=[], name="m")
+    assert len(result.islands) == 2
+    feed = random_inputs(original, seed=2)
+    want = _session(original, None).run(None, feed)
+
+    def threads_while_open(library, intra, config=None):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = intra
+        for k, v in (config or {}).items():
+            so.add_session_config_entry(k, v)
+        if library is not None:
+            so.register_custom_ops_library(str(library))
+        before = _threads()
+        sess = ort.InferenceSession(str(result.model_path), so,
+                                    providers=["CPUExecutionProvider"])
+        got = sess.run(None, feed)
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
+        started = _threads() - before
+        del sess
+        return started
+
+    ort_alone = threads_while_open(None, 3)
+    assert threads_while_open(result.library_path, 3) == ort_alone
+    assert threads_while_open(result.library_path, 3, {"aotc.threads": "3"}) == ort_alone + 2
+    assert threads_while_open(result.library_path, 1, {"aotc.threads": "1"}) == \
+        threads_while_open(None, 1)
+
+
+def test_the_thread_count_entry_is_checked(tmp_path):
     result = emit_ort(SAMPLE_MODELS["mlp"], tmp_path / "out", input_shapes=[], name="m")
-    feed = random_inputs(SAMPLE_MODELS["mlp"], seed=2)
-    want = _session(SAMPLE_MODELS["mlp"], None).run(None, feed)
-    got = _session(result.model_path, result.library_path, config={"aotc.threads": "2"}).run(
-        None, feed)
-    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
     with pytest.raises(Exception, match="aotc.threads' must be a thread count"):
         _session(result.model_path, result.library_path, config={"aotc.threads": "many"})
 
