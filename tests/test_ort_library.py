@@ -73,6 +73,57 @@ def nonzero_in_the_middle(path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+def loop_in_the_middle(path: pathlib.Path) -> pathlib.Path:
+    """MatMul+Relu, a Loop (left to onnxruntime) whose body reads the MatMul's weight from the
+    outer scope, then Sigmoid."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("MatMul", ["v_in", "w"], ["mm"]),
+         helper.make_node("Mul", ["mm", "half"], ["v_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("Loop", ["trips", "", "b"], ["c"], body=body, name="loop"),
+             helper.make_node("Sigmoid", ["c"], ["y"], name="sig")]
+    graph = helper.make_graph(
+        nodes, "loop_mid", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(_rand(8, 8), "w"),
+         numpy_helper.from_array(np.array(3, np.int64), "trips")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def nms_in_the_middle(path: pathlib.Path) -> pathlib.Path:
+    """Scores from MatMul+Sigmoid feed NonMaxSuppression (left to onnxruntime; its output's
+    length depends on the data) and a compiled Exp."""
+    n, classes = 16, 3
+    nodes = [helper.make_node("MatMul", ["feat", "w"], ["logits"], name="mm"),
+             helper.make_node("Sigmoid", ["logits"], ["prob"], name="sig"),
+             helper.make_node("Transpose", ["prob"], ["scores"], perm=[0, 2, 1], name="tr"),
+             helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "thr"],
+                              ["selected"], name="nms"),
+             helper.make_node("Exp", ["scores"], ["e"], name="exp")]
+    graph = helper.make_graph(
+        nodes, "nms_mid",
+        [helper.make_tensor_value_info("feat", TensorProto.FLOAT, [1, n, 8]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, n, 4])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, ["k", 3]),
+         helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, classes, n])],
+        [numpy_helper.from_array(_rand(8, classes), "w"),
+         numpy_helper.from_array(np.array([5], np.int64), "max_out"),
+         numpy_helper.from_array(np.array([0.5], np.float32), "iou"),
+         numpy_helper.from_array(np.array([0.3], np.float32), "thr")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def _session(model: pathlib.Path, library: pathlib.Path | None, profile: bool = False,
              config: dict[str, str] | None = None) -> ort.InferenceSession:
     so = ort.SessionOptions()
@@ -95,10 +146,12 @@ def _ops_run(sess: ort.InferenceSession) -> set[str]:
             if e.get("cat") == "Node" and "op_name" in e.get("args", {})}
 
 
-def check_three_ways(original: pathlib.Path, out: pathlib.Path) -> tuple:
-    result = emit_ort(original, out, input_shapes=[], name="m")
+def check_three_ways(original: pathlib.Path, out: pathlib.Path,
+                     shapes: dict[str, tuple[int, ...]] | None = None) -> tuple:
+    binding = [f"{k}={','.join(map(str, v))}" for k, v in (shapes or {}).items()]
+    result = emit_ort(original, out, input_shapes=binding, name="m")
     onnx.checker.check_model(str(result.model_path))
-    feed = random_inputs(original, seed=1)
+    feed = random_inputs(original, shapes, seed=1)
     want = _session(original, None).run(None, feed)
     with_lib = _session(result.model_path, result.library_path, profile=True)
     without = _session(result.model_path, None, profile=True)
@@ -160,6 +213,33 @@ def test_a_data_dependent_shape_stays_with_onnxruntime(tmp_path):
     assert "known only at run time" in left["cast"]
     # Exp cannot join the first island: its other input descends from it through NonZero
     assert len(result.islands) == 2
+
+
+def test_a_loop_stays_with_onnxruntime_and_keeps_the_weight_its_body_reads(tmp_path):
+    result, _ = check_three_ways(loop_in_the_middle(tmp_path / "loop.onnx"), tmp_path / "out")
+    assert [(node, op) for node, op, _ in result.left_out] == [("loop", "Loop")]
+    assert len(result.islands) == 2
+    # the body reads w from the outer scope: it stays an initializer the first island shares
+    model = onnx.load(str(result.model_path), load_external_data=False)
+    assert "w" in {t.name for t in model.graph.initializer}
+
+
+def test_non_max_suppression_stays_with_onnxruntime(tmp_path):
+    model = nms_in_the_middle(tmp_path / "nms.onnx")
+    result, feed = check_three_ways(model, tmp_path / "out")
+    assert [(node, op) for node, op, _ in result.left_out] == [("nms", "NonMaxSuppression")]
+    assert _session(model, None).run(["selected"], feed)[0].shape[0] > 0  # it selects boxes
+
+
+@pytest.mark.torch
+def test_torch_exports_run_with_and_without_the_library(tmp_path):
+    """The PyTorch exports the tests make (TorchScript and dynamo exporters), their dynamic
+    batch bound to a size the export never saw."""
+    from model_zoo import torch_models
+
+    for name, (path, binding) in torch_models(tmp_path / "torch").items():
+        result, _ = check_three_ways(path, tmp_path / name, binding)
+        assert result.islands, name
 
 
 def test_inputs_are_checked_against_the_compiled_shapes(tmp_path):

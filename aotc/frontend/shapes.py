@@ -99,6 +99,27 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
             value.shape = _merge_shape(value.shape, other.shape)
             if value.type is None and other.type is not None:
                 value.type = other.type
+    _loop_carried_shapes(model)
+
+
+def _loop_carried_shapes(model: ir.Model) -> None:
+    """A Loop's carried value keeps its static shape when the body gives it back in that shape
+    (onnx's inference leaves such outputs without a shape, as a carried value may change its
+    shape from one iteration to the next in general)."""
+    for graph in irutil.all_graphs(model.graph):
+        for node in graph:
+            if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
+                continue
+            body = node.attributes["body"].as_graph()
+            for k, out in enumerate(node.outputs[:len(node.inputs) - 2]):
+                start, back = node.inputs[2 + k], body.outputs[1 + k]
+                if start is None or out.shape is not None:
+                    continue
+                dims = irutil.static_dims(start.shape)
+                if dims is not None and dims == irutil.static_dims(back.shape) \
+                        and start.dtype == back.dtype:
+                    out.shape = ir.Shape(dims)
+                    out.dtype = start.dtype
 
 
 def is_static(value: ir.Value) -> bool:
