@@ -44,7 +44,9 @@
  * ORTCHAR_T (wchar_t paths).
  *
  * Pure C99; no onnxruntime header or library is needed at build time.
- * Custom-op libraries get the API at run time through RegisterCustomOps().
+ * Custom-op libraries get the API at run time through RegisterCustomOps();
+ * the demo program aotc_ort_demo.c loads libonnxruntime with dlopen and
+ * gets it from the library's OrtGetApiBase.
  */
 #ifndef AOTC_ORT_ABI_H
 #define AOTC_ORT_ABI_H
@@ -163,6 +165,23 @@ typedef enum OrtMemType {
   OrtMemTypeDefault = 0     /* the provider's default memory (host for the CPU EP) */
 } OrtMemType;
 
+/* Which allocator an OrtMemoryInfo describes (CreateCpuMemoryInfo).  Only
+ * these three values are declared; later releases may add more. */
+typedef enum OrtAllocatorType {
+  OrtInvalidAllocator = -1,
+  OrtDeviceAllocator = 0,
+  OrtArenaAllocator = 1
+} OrtAllocatorType;
+
+/* The least severe message an OrtEnv logs (CreateEnv). */
+typedef enum OrtLoggingLevel {
+  ORT_LOGGING_LEVEL_VERBOSE = 0,
+  ORT_LOGGING_LEVEL_INFO = 1,
+  ORT_LOGGING_LEVEL_WARNING = 2,
+  ORT_LOGGING_LEVEL_ERROR = 3,
+  ORT_LOGGING_LEVEL_FATAL = 4
+} OrtLoggingLevel;
+
 /* ------------------------------------------------------------------------ */
 /* OrtApiBase: what RegisterCustomOps receives.  Never versioned, never     */
 /* grows: exactly two function pointers.                                    */
@@ -180,6 +199,9 @@ typedef struct OrtApiBase {
 /* Exported by libonnxruntime itself; only for programs linked against it.
  * Custom-op libraries use the OrtApiBase passed to RegisterCustomOps. */
 const OrtApiBase *AOTC_ORT_API_CALL OrtGetApiBase(void);
+/* Its type, for a program that looks it up with dlsym(handle, "OrtGetApiBase")
+ * in a libonnxruntime it loaded itself (aotc_ort_demo.c). */
+typedef const OrtApiBase *(AOTC_ORT_API_CALL *AotcOrtGetApiBaseFn)(void);
 
 /* ------------------------------------------------------------------------ */
 /* OrtApi: onnxruntime's function table, in onnxruntime's member order,     */
@@ -198,14 +220,24 @@ struct OrtApi {
   OrtErrorCode (AOTC_ORT_API_CALL *GetErrorCode)(const OrtStatus *status);
   /* Owned by `status`; valid until the status is released. */
   const char *(AOTC_ORT_API_CALL *GetErrorMessage)(const OrtStatus *status);
-  void *CreateEnv;
+  /* slot 3.  `logid` names the env in onnxruntime's log.  Free with ReleaseEnv. */
+  OrtStatus *(AOTC_ORT_API_CALL *CreateEnv)(OrtLoggingLevel log_severity_level, const char *logid, OrtEnv **out);
   void *CreateEnvWithCustomLogger;
   void *EnableTelemetryEvents;
   void *DisableTelemetryEvents;
-  void *CreateSession;
+  /* slot 7.  Loads the model file (a char path everywhere but Windows).  The
+   * options are read, not kept.  Free with ReleaseSession. */
+  OrtStatus *(AOTC_ORT_API_CALL *CreateSession)(const OrtEnv *env, const char *model_path,
+                                                 const OrtSessionOptions *options, OrtSession **out);
   void *CreateSessionFromArray;
-  void *Run;
-  void *CreateSessionOptions;
+  /* slot 9.  run_options may be NULL.  outputs[i] == NULL on entry: onnxruntime
+   * allocates the value (the caller frees it with ReleaseValue). */
+  OrtStatus *(AOTC_ORT_API_CALL *Run)(OrtSession *session, const OrtRunOptions *run_options,
+                                       const char *const *input_names, const OrtValue *const *inputs,
+                                       size_t input_len, const char *const *output_names,
+                                       size_t output_names_len, OrtValue **outputs);
+  /* slot 10.  Free with ReleaseSessionOptions. */
+  OrtStatus *(AOTC_ORT_API_CALL *CreateSessionOptions)(OrtSessionOptions **options);
   void *SetOptimizedModelFilePath;
   void *CloneSessionOptions;
   void *SetSessionExecutionMode;
@@ -219,7 +251,8 @@ struct OrtApi {
   void *SetSessionLogVerbosityLevel;
   void *SetSessionLogSeverityLevel;
   void *SetSessionGraphOptimizationLevel;
-  void *SetIntraOpNumThreads;
+  /* slot 24.  0 = onnxruntime's default (one per physical core). */
+  OrtStatus *(AOTC_ORT_API_CALL *SetIntraOpNumThreads)(OrtSessionOptions *options, int intra_op_num_threads);
   void *SetInterOpNumThreads;
   /* slot 26.  `domain` is the ONNX node domain, e.g. "ai.aotc".  Release
    * with ReleaseCustomOpDomain only once every session that uses it is gone. */
@@ -232,14 +265,18 @@ struct OrtApi {
   OrtStatus *(AOTC_ORT_API_CALL *AddCustomOpDomain)(OrtSessionOptions *options,
                                                      OrtCustomOpDomain *custom_op_domain);
   void *RegisterCustomOpsLibrary;
-  void *SessionGetInputCount;
-  void *SessionGetOutputCount;
+  /* slot 30 */
+  OrtStatus *(AOTC_ORT_API_CALL *SessionGetInputCount)(const OrtSession *session, size_t *out);
+  OrtStatus *(AOTC_ORT_API_CALL *SessionGetOutputCount)(const OrtSession *session, size_t *out);
   void *SessionGetOverridableInitializerCount;
   void *SessionGetInputTypeInfo;
   void *SessionGetOutputTypeInfo;
   void *SessionGetOverridableInitializerTypeInfo;
-  void *SessionGetInputName;
-  void *SessionGetOutputName;
+  /* slot 36.  *value is allocated with `allocator`; free it with AllocatorFree. */
+  OrtStatus *(AOTC_ORT_API_CALL *SessionGetInputName)(const OrtSession *session, size_t index,
+                                                       OrtAllocator *allocator, char **value);
+  OrtStatus *(AOTC_ORT_API_CALL *SessionGetOutputName)(const OrtSession *session, size_t index,
+                                                        OrtAllocator *allocator, char **value);
   void *SessionGetOverridableInitializerName;
   void *CreateRunOptions;
   void *RunOptionsSetRunLogVerbosityLevel;
@@ -251,8 +288,14 @@ struct OrtApi {
   void *RunOptionsSetTerminate;
   void *RunOptionsUnsetTerminate;
   void *CreateTensorAsOrtValue;
-  void *CreateTensorWithDataAsOrtValue;
-  void *IsTensor;
+  /* slot 49.  A tensor over the caller's buffer (not copied, not freed by
+   * ReleaseValue: it must outlive the value).  p_data_len in bytes. */
+  OrtStatus *(AOTC_ORT_API_CALL *CreateTensorWithDataAsOrtValue)(const OrtMemoryInfo *info, void *p_data,
+                                                                  size_t p_data_len, const int64_t *shape,
+                                                                  size_t shape_len, ONNXTensorElementDataType type,
+                                                                  OrtValue **out);
+  /* slot 50.  *out = 1 for a tensor, 0 for a sequence, map, ... */
+  OrtStatus *(AOTC_ORT_API_CALL *IsTensor)(const OrtValue *value, int *out);
   /* slot 51.  Borrowed pointer to the tensor's buffer (not for strings). */
   OrtStatus *(AOTC_ORT_API_CALL *GetTensorMutableData)(OrtValue *value, void **out);
   void *FillStringTensor;
@@ -280,16 +323,20 @@ struct OrtApi {
   void *GetTypeInfo;
   void *GetValueType;
   void *CreateMemoryInfo;
-  void *CreateCpuMemoryInfo;
+  /* slot 69.  Free with ReleaseMemoryInfo. */
+  OrtStatus *(AOTC_ORT_API_CALL *CreateCpuMemoryInfo)(OrtAllocatorType type, OrtMemType mem_type,
+                                                       OrtMemoryInfo **out);
   void *CompareMemoryInfo;
   void *MemoryInfoGetName;
   void *MemoryInfoGetId;
   void *MemoryInfoGetMemType;
   void *MemoryInfoGetType;
   void *AllocatorAlloc;
-  void *AllocatorFree;
+  /* slot 76.  Frees what an API call allocated with `ort_allocator`. */
+  OrtStatus *(AOTC_ORT_API_CALL *AllocatorFree)(OrtAllocator *ort_allocator, void *p);
   void *AllocatorGetInfo;
-  void *GetAllocatorWithDefaultOptions;
+  /* slot 78.  onnxruntime's CPU allocator; always the same one, never freed. */
+  OrtStatus *(AOTC_ORT_API_CALL *GetAllocatorWithDefaultOptions)(OrtAllocator **out);
   void *AddFreeDimensionOverride;
   void *GetValue;
   void *GetValueCount;
@@ -314,17 +361,19 @@ struct OrtApi {
   OrtStatus *(AOTC_ORT_API_CALL *KernelContext_GetOutput)(OrtKernelContext *context, size_t index,
                                                            const int64_t *dim_values, size_t dim_count,
                                                            OrtValue **out);
-  void *ReleaseEnv;
+  /* slot 92.  Every Release* below accepts NULL. */
+  void (AOTC_ORT_API_CALL *ReleaseEnv)(OrtEnv *input);
   /* slot 93.  NULL is accepted. */
   void (AOTC_ORT_API_CALL *ReleaseStatus)(OrtStatus *input);
-  void *ReleaseMemoryInfo;
-  void *ReleaseSession;
-  void *ReleaseValue;
+  void (AOTC_ORT_API_CALL *ReleaseMemoryInfo)(OrtMemoryInfo *input);
+  void (AOTC_ORT_API_CALL *ReleaseSession)(OrtSession *input);
+  void (AOTC_ORT_API_CALL *ReleaseValue)(OrtValue *input);
   void *ReleaseRunOptions;
   void *ReleaseTypeInfo;
   /* slot 99.  NULL is accepted. */
   void (AOTC_ORT_API_CALL *ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo *input);
-  void *ReleaseSessionOptions;
+  /* slot 100 */
+  void (AOTC_ORT_API_CALL *ReleaseSessionOptions)(OrtSessionOptions *input);
   /* slot 101 (last of API 1).  NULL is accepted. */
   void (AOTC_ORT_API_CALL *ReleaseCustomOpDomain)(OrtCustomOpDomain *input);
 
@@ -363,7 +412,10 @@ struct OrtApi {
   void *GetStringTensorElementLength;
   void *GetStringTensorElement;
   void *FillStringTensorElement;
-  void *AddSessionConfigEntry;
+  /* slot 130.  Sets (or overwrites) a string entry that sessions and custom-op
+   * libraries read, e.g. "aotc.threads" (set it before registering the library). */
+  OrtStatus *(AOTC_ORT_API_CALL *AddSessionConfigEntry)(OrtSessionOptions *options, const char *config_key,
+                                                         const char *config_value);
   void *CreateAllocator;
   void *ReleaseAllocator;
   void *RunWithBinding;
@@ -479,7 +531,10 @@ struct OrtApi {
   void *MemoryInfoGetDeviceType;
   void *UpdateEnvWithCustomLogLevel;
   void *SetGlobalIntraOpThreadAffinity;
-  void *RegisterCustomOpsLibrary_V2;
+  /* slot 228.  Loads the shared library at `library_name` (a char path
+   * everywhere but Windows), calls its RegisterCustomOps(options, api_base) and
+   * keeps the library loaded for onnxruntime's lifetime. */
+  OrtStatus *(AOTC_ORT_API_CALL *RegisterCustomOpsLibrary_V2)(OrtSessionOptions *options, const char *library_name);
   void *RegisterCustomOpsUsingFunction;
   void *KernelInfo_GetInputCount;
   void *KernelInfo_GetOutputCount;
@@ -656,12 +711,33 @@ AOTC_ORT_LAYOUT_CHECK(api_v12_end, AOTC_ORT_SLOT(ReleaseKernelInfo) == 218);
 AOTC_ORT_LAYOUT_CHECK(api_v13_end, AOTC_ORT_SLOT(ReleaseCANNProviderOptions) == 224);
 AOTC_ORT_LAYOUT_CHECK(api_v14_end, AOTC_ORT_SLOT(GetSessionConfigEntry) == 238);
 /* Spot checks inside versions (member positions used by aotc). */
+AOTC_ORT_LAYOUT_CHECK(slot_create_env, AOTC_ORT_SLOT(CreateEnv) == 3);
+AOTC_ORT_LAYOUT_CHECK(slot_create_session, AOTC_ORT_SLOT(CreateSession) == 7);
+AOTC_ORT_LAYOUT_CHECK(slot_run, AOTC_ORT_SLOT(Run) == 9);
+AOTC_ORT_LAYOUT_CHECK(slot_create_session_options, AOTC_ORT_SLOT(CreateSessionOptions) == 10);
+AOTC_ORT_LAYOUT_CHECK(slot_set_intra_op_num_threads, AOTC_ORT_SLOT(SetIntraOpNumThreads) == 24);
 AOTC_ORT_LAYOUT_CHECK(slot_create_custom_op_domain, AOTC_ORT_SLOT(CreateCustomOpDomain) == 26);
+AOTC_ORT_LAYOUT_CHECK(slot_session_get_input_count, AOTC_ORT_SLOT(SessionGetInputCount) == 30);
+AOTC_ORT_LAYOUT_CHECK(slot_session_get_output_count, AOTC_ORT_SLOT(SessionGetOutputCount) == 31);
+AOTC_ORT_LAYOUT_CHECK(slot_session_get_input_name, AOTC_ORT_SLOT(SessionGetInputName) == 36);
+AOTC_ORT_LAYOUT_CHECK(slot_session_get_output_name, AOTC_ORT_SLOT(SessionGetOutputName) == 37);
+AOTC_ORT_LAYOUT_CHECK(slot_create_tensor_with_data, AOTC_ORT_SLOT(CreateTensorWithDataAsOrtValue) == 49);
+AOTC_ORT_LAYOUT_CHECK(slot_is_tensor, AOTC_ORT_SLOT(IsTensor) == 50);
 AOTC_ORT_LAYOUT_CHECK(slot_get_tensor_mutable_data, AOTC_ORT_SLOT(GetTensorMutableData) == 51);
 AOTC_ORT_LAYOUT_CHECK(slot_get_tensor_element_type, AOTC_ORT_SLOT(GetTensorElementType) == 60);
 AOTC_ORT_LAYOUT_CHECK(slot_get_tensor_type_and_shape, AOTC_ORT_SLOT(GetTensorTypeAndShape) == 65);
+AOTC_ORT_LAYOUT_CHECK(slot_create_cpu_memory_info, AOTC_ORT_SLOT(CreateCpuMemoryInfo) == 69);
+AOTC_ORT_LAYOUT_CHECK(slot_allocator_free, AOTC_ORT_SLOT(AllocatorFree) == 76);
+AOTC_ORT_LAYOUT_CHECK(slot_get_allocator_with_default_options, AOTC_ORT_SLOT(GetAllocatorWithDefaultOptions) == 78);
 AOTC_ORT_LAYOUT_CHECK(slot_kernel_info_attr_float, AOTC_ORT_SLOT(KernelInfoGetAttribute_float) == 85);
+AOTC_ORT_LAYOUT_CHECK(slot_release_env, AOTC_ORT_SLOT(ReleaseEnv) == 92);
 AOTC_ORT_LAYOUT_CHECK(slot_release_status, AOTC_ORT_SLOT(ReleaseStatus) == 93);
+AOTC_ORT_LAYOUT_CHECK(slot_release_memory_info, AOTC_ORT_SLOT(ReleaseMemoryInfo) == 94);
+AOTC_ORT_LAYOUT_CHECK(slot_release_session, AOTC_ORT_SLOT(ReleaseSession) == 95);
+AOTC_ORT_LAYOUT_CHECK(slot_release_value, AOTC_ORT_SLOT(ReleaseValue) == 96);
+AOTC_ORT_LAYOUT_CHECK(slot_release_session_options, AOTC_ORT_SLOT(ReleaseSessionOptions) == 100);
+AOTC_ORT_LAYOUT_CHECK(slot_add_session_config_entry, AOTC_ORT_SLOT(AddSessionConfigEntry) == 130);
+AOTC_ORT_LAYOUT_CHECK(slot_register_custom_ops_library_v2, AOTC_ORT_SLOT(RegisterCustomOpsLibrary_V2) == 228);
 AOTC_ORT_LAYOUT_CHECK(slot_has_session_config_entry, AOTC_ORT_SLOT(HasSessionConfigEntry) == 237);
 AOTC_ORT_LAYOUT_CHECK(slot_kernel_info_get_node_name, AOTC_ORT_SLOT(KernelInfo_GetNodeName) == 244);
 AOTC_ORT_LAYOUT_CHECK(slot_kernel_context_get_resource, AOTC_ORT_SLOT(KernelContext_GetResource) == 265);
@@ -676,6 +752,7 @@ AOTC_ORT_LAYOUT_CHECK(custom_op_get_input_memory_type,
 AOTC_ORT_LAYOUT_CHECK(custom_op_create_kernel_v2, offsetof(OrtCustomOp, CreateKernelV2) == 17 * sizeof(void *));
 AOTC_ORT_LAYOUT_CHECK(custom_op_size, sizeof(OrtCustomOp) == 19 * sizeof(void *));
 AOTC_ORT_LAYOUT_CHECK(enum_size, sizeof(ONNXTensorElementDataType) == sizeof(int) && sizeof(OrtMemType) == sizeof(int));
+AOTC_ORT_LAYOUT_CHECK(enum_size_env, sizeof(OrtAllocatorType) == sizeof(int) && sizeof(OrtLoggingLevel) == sizeof(int));
 
 #ifdef __cplusplus
 } /* extern "C" */
