@@ -208,7 +208,8 @@ typedef const OrtApiBase *(AOTC_ORT_API_CALL *AotcOrtGetApiBaseFn)(void);
 /* from slot 0 to the last member aotc uses (KernelContext_ParallelFor,    */
 /* slot 274, API 17).  Members we do not call are `void *` placeholders     */
 /* named after the real member.  A data pointer and a function pointer have */
-/* same size and alignment on every supported target (POSIX requires it).   */
+/* the same size and alignment on every supported target (POSIX requires   */
+/* it).                                                                     */
 /* Functions returning OrtStatus * return NULL on success.  The caller owns */
 /* a non-NULL status and frees it with ReleaseStatus.                       */
 /* ------------------------------------------------------------------------ */
