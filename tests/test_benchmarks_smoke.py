@@ -82,6 +82,25 @@ def test_bench_models_one_sample_model() -> None:
     assert float(compile_row["aotc optimize s"]) > 0
 
 
+def test_bench_models_with_the_ort_library() -> None:
+    """--emit ort: a third engine, onnxruntime with the model's custom-op library."""
+    rows = _run("bench_models.py", "--models", "mlp", "--runs", "3", "--threads", "1",
+                "--emit", "ort")
+    mlp = next(r for r in rows if r.get("model") == "mlp" and "threads" in r)
+    assert mlp["check"] == "ok" and float(mlp["ort+library median ms"]) > 0
+    assert float(mlp["ort+library/ort"]) > 0 and float(mlp["ort+library/aotc"]) > 0
+    islands = next(r for r in rows if "islands" in r)
+    assert islands["islands"] == 1 and islands["nodes left to onnxruntime"] == 0
+
+
+def test_ort_memory_reports_the_three_cases() -> None:
+    proc = subprocess.run([sys.executable, str(BENCH / "ort_memory.py"), "models/mlp.onnx"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cases = [line for line in proc.stdout.splitlines() if "onnxruntime" in line]
+    assert len(cases) == 3 and all(float(c.split("|")[2]) > 0 for c in cases)
+
+
 def test_bench_models_compiles_with_a_tuning_log(tmp_path: Path) -> None:
     """--tuning-log: the bundles take the schedules a tuning run recorded."""
     log = tmp_path / "tuning.jsonl"
