@@ -461,6 +461,24 @@ def test_unbound_error_names_input_and_axis(tmp_path):
     assert "input 'x' axis 0 ('batch')" in text and "input 'x' axis 1 ('seq')" in text
 
 
+def test_a_dimension_written_as_minus_one_is_unknown(tmp_path):
+    """Paddle-style exports write -1 for an unknown dimension in inputs, outputs and value_info;
+    onnxruntime reads it as unknown, and so does aotc (onnx's inference would clash with it)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]),
+             helper.make_node("Flatten", ["a"], ["b"], axis=1),
+             helper.make_node("MatMul", ["b", "w"], ["y"])]
+    w = init("w", RNG.standard_normal((6, 4)).astype(np.float32))
+    model = make_model(nodes, [helper.make_tensor_value_info("x", F, [-1, 2, 3])],
+                       [helper.make_tensor_value_info("y", F, [-1, 4])], [w])
+    model.graph.value_info.extend([helper.make_tensor_value_info("a", F, [-1, 2, 3]),
+                                   helper.make_tensor_value_info("b", F, [-1, 6])])
+    path = save(model, tmp_path)
+    assert [(name, axis) for name, axis, _ in unbound_dims(read_model(path))] == [("x", 0)]
+    loaded = load_model(path, {"x": (5, 2, 3)})
+    assert_static(loaded)
+    assert_same(model, loaded, {"x": RNG.standard_normal((5, 2, 3)).astype(np.float32)})
+
+
 # ---------------------------------------------------------------- shapes and folding
 
 def test_shape_chain_folds_to_constant_reshape(tmp_path):

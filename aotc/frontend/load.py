@@ -84,6 +84,7 @@ def read_model(path: str | os.PathLike) -> ir.Model:
         model = _read(path)
         common_passes.NameFixPass()(model)
         common_passes.RemoveInitializersFromInputsPass()(model)
+        shapes.forget_negative_dims(model)
         inline_functions(model)
         shapes.infer_shapes(model, strict=False)  # ranks and dtypes for the opset rules
         normalise_opset(model)

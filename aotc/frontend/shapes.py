@@ -122,6 +122,19 @@ def _loop_carried_shapes(model: ir.Model) -> None:
                     out.dtype = start.dtype
 
 
+def forget_negative_dims(model: ir.Model) -> None:
+    """A dimension written as a negative number (-1: Paddle's and some converters' way of saying
+    "not known") becomes an unknown one, in inputs, outputs and value_info alike: onnxruntime
+    reads it so, and onnx's shape inference would otherwise clash with it (inferred 1 vs
+    existing -1). An input with one then needs --input-shape like any dynamic input."""
+    for graph in irutil.all_graphs(model.graph):
+        values = [*graph.inputs, *graph.outputs, *(v for n in graph for v in n.outputs)]
+        for v in values:
+            if v.shape is not None and any(isinstance(d, int) and d < 0 for d in v.shape.dims):
+                v.shape = ir.Shape([None if isinstance(d, int) and d < 0 else d
+                                    for d in v.shape.dims])
+
+
 def is_static(value: ir.Value) -> bool:
     return value.dtype is not None and irutil.static_dims(value.shape) is not None
 
