@@ -300,6 +300,9 @@ def emit_ort(
                         "does not run here", hint="use --target cpu")
     graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
                          run_stage=run_stage, log=log, require_static=False)
+    # the islands are compiled from a serialized copy, which cannot find a relative external
+    # data file: read the weights in first
+    ir.external_data.load_to_model(graph)
     islands, left = find_islands(graph)
     serialized = ir.serde.serialize_model(graph)
     ops = []

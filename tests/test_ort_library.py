@@ -215,6 +215,20 @@ def test_a_data_dependent_shape_stays_with_onnxruntime(tmp_path):
     assert len(result.islands) == 2
 
 
+def test_a_model_with_external_data(tmp_path):
+    """Weights in a data file beside the model (as the dynamo exporter writes them), the LSTM's
+    kept by onnxruntime, the MatMuls' compiled: the islands read the file relative to the model,
+    not to the working directory."""
+    inline = lstm_in_the_middle(tmp_path / "inline.onnx")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    onnx.save(onnx.load(str(inline)), str(folder / "lstm.onnx"), save_as_external_data=True,
+              location="lstm.onnx.data", size_threshold=1024)
+    assert (folder / "lstm.onnx.data").stat().st_size > 0
+    result, _ = check_three_ways(folder / "lstm.onnx", tmp_path / "out")
+    assert len(result.islands) == 2
+
+
 def test_a_loop_stays_with_onnxruntime_and_keeps_the_weight_its_body_reads(tmp_path):
     result, _ = check_three_ways(loop_in_the_middle(tmp_path / "loop.onnx"), tmp_path / "out")
     assert [(node, op) for node, op, _ in result.left_out] == [("loop", "Loop")]
