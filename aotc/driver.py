@@ -276,8 +276,11 @@ def emit_ort(
     op (register it with SessionOptions.register_custom_ops_library). The weights only the
     islands read live in the library; OUTPUT/NAME.fallback.data holds them for running the model
     without it."""
+    import numpy as np
+
     from aotc import __version__
     from aotc.compiler import compile_model
+    from aotc.frontend.irutil import all_graphs
     from aotc.ortlib.library import IslandBuild, build_library, library_files, library_name
     from aotc.ortlib.partition import find_islands
     from aotc.ortlib.rewrite import (
@@ -301,8 +304,11 @@ def emit_ort(
     graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
                          run_stage=run_stage, log=log, require_static=False)
     # the islands are compiled from a serialized copy, which cannot find a relative external
-    # data file: read the weights in first
-    ir.external_data.load_to_model(graph)
+    # data file: read the weights in first (copies: the frontend may hold views of the file)
+    for g in all_graphs(graph.graph):
+        for v in g.initializers.values():
+            if isinstance(v.const_value, ir.ExternalTensor):
+                v.const_value = ir.Tensor(np.array(v.const_value.numpy()), name=v.name)
     islands, left = find_islands(graph)
     serialized = ir.serde.serialize_model(graph)
     ops = []

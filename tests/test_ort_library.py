@@ -147,11 +147,14 @@ def _ops_run(sess: ort.InferenceSession) -> set[str]:
 
 
 def check_three_ways(original: pathlib.Path, out: pathlib.Path,
-                     shapes: dict[str, tuple[int, ...]] | None = None) -> tuple:
+                     shapes: dict[str, tuple[int, ...]] | None = None,
+                     feed: dict[str, np.ndarray] | None = None) -> tuple:
+    """`emit_ort` on `original`, then the rewritten model with and without the library against
+    onnxruntime on the original (on `feed`, default seeded random inputs)."""
     binding = [f"{k}={','.join(map(str, v))}" for k, v in (shapes or {}).items()]
     result = emit_ort(original, out, input_shapes=binding, name="m")
     onnx.checker.check_model(str(result.model_path))
-    feed = random_inputs(original, shapes, seed=1)
+    feed = feed if feed is not None else random_inputs(original, shapes, seed=1)
     want = _session(original, None).run(None, feed)
     with_lib = _session(result.model_path, result.library_path, profile=True)
     without = _session(result.model_path, None, profile=True)
