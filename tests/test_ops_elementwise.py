@@ -521,3 +521,19 @@ def test_dropout_training_rejected() -> None:
                                       Init(np.array(True))], n_outputs=2)
     with pytest.raises(AotcError, match="training mode"):
         compile_onnx(model)
+
+
+# --- IsNaN, IsInf -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_isnan(dtype: type) -> None:
+    x = np.concatenate([SPECIAL, randn(16)]).astype(dtype).reshape(1, 37)
+    check("IsNaN", [x])
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("positive,negative", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_isinf(dtype: type, positive: int, negative: int) -> None:
+    x = np.concatenate([SPECIAL, randn(4)]).astype(dtype).reshape(5, 1, 5)
+    check("IsInf", [x], {"detect_positive": positive, "detect_negative": negative})
+

@@ -305,3 +305,76 @@ FOLDED_OUTPUT = pytest.mark.xfail(reason="graph output folded to a Constant node
 ])
 def test_shape_ops_pipeline(op, inputs, consts, attrs):
     run_node(op, inputs, consts=consts, **attrs)
+
+
+# gather_elements / gather_nd --------------------------------------------------------------------
+
+def positions(n, *shape, dtype=np.int64):
+    """Random valid indices into an axis of length n, negative ones included."""
+    return RNG.integers(-n, n, size=shape).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+@pytest.mark.parametrize("shape,axis,ishape", [
+    ((3, 1, 5), 2, (3, 1, 7)),     # the axis may be longer in indices
+    ((3, 1, 5), -3, (2, 1, 4)),    # and the other axes shorter
+    ((4, 3), 1, (4, 3)),
+    ((7,), 0, (9,)),
+])
+def test_gather_elements(dtype, shape, axis, ishape):
+    run_node("GatherElements", [rand(*shape, dtype=dtype), positions(shape[axis], *ishape)],
+             axis=axis)
+
+
+def test_gather_elements_int32_constant_indices():
+    run_node("GatherElements", [rand(5, 3), positions(5, 2, 3, dtype=np.int32)], consts={1})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+@pytest.mark.parametrize("shape,ishape,batch_dims", [
+    ((5, 3), (4, 2), 0),           # whole elements
+    ((5, 1, 3), (2, 3, 1), 0),     # slices of rank 2
+    ((2, 5, 3), (2, 1), 1),        # one batch axis
+    ((2, 3, 5, 4), (2, 3, 7, 1), 2),
+    ((7,), (3, 1), 0),
+])
+def test_gather_nd(dtype, shape, ishape, batch_dims):
+    k = ishape[-1]
+    idx = np.stack([positions(shape[batch_dims + m], *ishape[:-1]) for m in range(k)], -1)
+    run_node("GatherND", [rand(*shape, dtype=dtype), idx], batch_dims=batch_dims)
+
+
+def test_gather_nd_constant_indices():
+    idx = i64([0, -1], [2, 1], [-3, 0])
+    run_node("GatherND", [rand(3, 2, 4), idx], consts={1})
+
+
+@pytest.mark.parametrize("op,attrs,ishape,indices,want", [
+    ("GatherElements", {"axis": 0}, (4,), [9, -9, -1, 1], lambda a: a[[4, 0, 4, 1]]),
+    ("GatherND", {}, (4, 1), [[9], [-9], [-1], [1]], lambda a: a[[4, 0, 4, 1]]),
+])
+def test_gather_elements_nd_out_of_range_is_clamped(op, attrs, ishape, indices, want):
+    """onnxruntime rejects out-of-range indices; aotc must not read outside the data."""
+    data = te.placeholder((5,), "float32", "d")
+    idx = te.placeholder(ishape, "int64", "i")
+    ctx = OpContext("n", op, attrs, [data, idx], [None, None], [(4,)], ["float32"])
+    (out,) = OPS[op](ctx)
+    a = rand(5)
+    got = run_te([data, idx], [out], [a, np.asarray(indices, dtype=np.int64)])[0]
+    np.testing.assert_array_equal(got, want(a))
+
+
+@pytest.mark.parametrize("op,attrs,ishape,match", [
+    ("GatherElements", {"axis": 0}, (3, 4), "exceed data"),
+    ("GatherElements", {"axis": 2}, (5, 3), "out of range"),
+    ("GatherND", {}, (2, 3), "cannot address"),
+    ("GatherND", {"batch_dims": 1}, (4, 1), "batch axes differ"),
+])
+def test_gather_elements_nd_bad_forms_are_refused(op, attrs, ishape, match):
+    from aotc.errors import AotcError
+
+    data = te.placeholder((5, 3), "float32", "d")
+    idx = te.placeholder(ishape, "int64", "i")
+    ctx = OpContext("n", op, attrs, [data, idx], [None, None], [(1,)], ["float32"])
+    with pytest.raises(AotcError, match=match):
+        OPS[op](ctx)

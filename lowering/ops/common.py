@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from lowering import te
+
+if TYPE_CHECKING:
+    from lowering.ops import OpContext
 
 
 def normalize_axis(axis: int, rank: int) -> int:
     if not -rank <= axis < max(rank, 1):
         raise ValueError(f"axis {axis} out of range for rank {rank}")
     return axis + rank if axis < 0 else axis
+
+
+def axis_of(ctx: OpContext, axis: int, rank: int) -> int:
+    """`normalize_axis` for an operator's axis: an out-of-range axis is the node's error."""
+    try:
+        return normalize_axis(int(axis), rank)
+    except ValueError as e:
+        raise ctx.error(str(e)) from None
+
+
+def index_input(ctx: OpContext, i: int) -> te.Tensor:
+    """Input `i`, a tensor of indices: int32 or int64, as ONNX allows."""
+    t = ctx.input(i)
+    if t.dtype not in ("int64", "int32"):
+        raise ctx.error(f"indices (input {i}) must be int32 or int64, got {t.dtype}")
+    return t
 
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...]:
@@ -52,3 +72,12 @@ def elementwise(
 def clamp_index(i: te.Expr, n: int) -> te.Expr:
     """Keep a data-dependent index inside [0, n) so a bad value can never read out of bounds."""
     return te.minimum(te.maximum(i, te.Const(0, i.dtype)), te.Const(n - 1, i.dtype))
+
+
+def data_index(raw: te.Expr, n: int) -> te.Expr:
+    """An index read from a tensor (any integer type) as a position along an axis of length n:
+    int64, a negative value counting from the end (once), then clamped into [0, n). ONNX leaves
+    out-of-range indices undefined; generated code must never touch memory outside the tensor,
+    so such an index reads (or writes) the nearest edge instead."""
+    i = te.cast("int64", raw)
+    return clamp_index(te.select(te.lt(i, 0), i + n, i), n)

@@ -8,26 +8,19 @@ from __future__ import annotations
 
 from lowering import te
 from lowering.ops import OpContext, register_op
-from lowering.ops.common import clamp_index, normalize_axis
+from lowering.ops.common import axis_of, data_index, index_input
 
 
 @register_op("Gather")
 def gather(ctx: OpContext) -> list[te.Tensor]:
-    data, indices = ctx.input(0), ctx.input(1)
-    if indices.dtype not in ("int64", "int32"):
-        raise ctx.error(f"indices must be int32 or int64, got {indices.dtype}")
-    try:
-        axis = normalize_axis(int(ctx.attr("axis", 0)), len(data.shape))
-    except ValueError as e:
-        raise ctx.error(str(e)) from None
+    data, indices = ctx.input(0), index_input(ctx, 1)
+    axis = axis_of(ctx, ctx.attr("axis", 0), len(data.shape))
     n = data.shape[axis]
     q = len(indices.shape)
     shape = (*data.shape[:axis], *indices.shape, *data.shape[axis + 1 :])
 
     def body(*i: te.Expr) -> te.Expr:
-        raw = te.cast("int64", indices[tuple(i[axis : axis + q])])
-        wrapped = te.select(te.lt(raw, 0), raw + n, raw)
-        pos = clamp_index(wrapped, n)
+        pos = data_index(indices[tuple(i[axis : axis + q])], n)
         return data[(*i[:axis], pos, *i[axis + q :])]
 
     return [te.compute(shape, body, name="gather")]
