@@ -100,6 +100,29 @@ def loop_in_the_middle(path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+def if_in_the_middle(path: pathlib.Path) -> pathlib.Path:
+    """MatMul+Relu, an If on a condition computed from the data (left to onnxruntime) whose
+    branches read the island's output and a weight from the outer scope, then Tanh."""
+    def branch(op: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node(op, ["b", "v"], ["r"])], op,
+                                 [], [helper.make_tensor_value_info("r", TensorProto.FLOAT,
+                                                                    [4, 8])])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+             helper.make_node("Relu", ["a"], ["b"], name="relu"),
+             helper.make_node("ReduceSum", ["x"], ["s"], keepdims=0, name="sum"),
+             helper.make_node("Greater", ["s", "zero"], ["cond"], name="gt"),
+             helper.make_node("If", ["cond"], ["c"], then_branch=branch("Add"),
+                              else_branch=branch("Sub"), name="if"),
+             helper.make_node("Tanh", ["c"], ["y"], name="tanh")]
+    graph = helper.make_graph(
+        nodes, "if_mid", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+        [numpy_helper.from_array(_rand(8, 8), "w"), numpy_helper.from_array(_rand(8), "v"),
+         numpy_helper.from_array(np.array(0.0, np.float32), "zero")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 def nms_in_the_middle(path: pathlib.Path) -> pathlib.Path:
     """Scores from MatMul+Sigmoid feed NonMaxSuppression (left to onnxruntime; its output's
     length depends on the data) and a compiled Exp."""
@@ -239,6 +262,17 @@ def test_a_loop_stays_with_onnxruntime_and_keeps_the_weight_its_body_reads(tmp_p
     # the body reads w from the outer scope: it stays an initializer the first island shares
     model = onnx.load(str(result.model_path), load_external_data=False)
     assert "w" in {t.name for t in model.graph.initializer}
+
+
+def test_an_if_on_a_data_dependent_condition_stays_with_onnxruntime(tmp_path):
+    model = if_in_the_middle(tmp_path / "if.onnx")
+    result, feed = check_three_ways(model, tmp_path / "out")
+    assert [(node, op) for node, op, _ in result.left_out] == [("if", "If")]
+    assert [ops for _, ops in result.islands][-1] == ["Tanh"]
+    feed["x"] = -np.abs(feed["x"])  # the other branch
+    want = _session(model, None).run(None, feed)
+    got = _session(result.model_path, result.library_path).run(None, feed)
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-5)
 
 
 def test_non_max_suppression_stays_with_onnxruntime(tmp_path):

@@ -68,8 +68,8 @@ def grow_forward(region: Sequence[ir.Node], accept: Accept,
         if len(region) >= MAX_REGION_NODES or any(v.is_graph_output() for v in opened):
             break
         consumers = [u.node for v in opened for u in v.uses() if id(u.node) not in members]
-        if not consumers:
-            break
+        if not consumers or any(id(n) not in order for n in consumers):
+            break  # (a node of a subgraph reading the value from the outer scope never joins)
         nxt = min(consumers, key=lambda n: order[id(n)])
         if not accept(nxt):
             break
