@@ -537,3 +537,86 @@ def test_isinf(dtype: type, positive: int, negative: int) -> None:
     x = np.concatenate([SPECIAL, randn(4)]).astype(dtype).reshape(5, 1, 5)
     check("IsInf", [x], {"detect_positive": positive, "detect_negative": negative})
 
+
+
+# --- Mod --------------------------------------------------------------------------------------
+
+MOD_SPECIAL = np.array([0.0, -0.0, INF, -INF, NAN, 1.0, -1.0, 3.0, -3.0, 1e-45, 3.4e38, -7.5],
+                       F32)
+
+
+def _mod_operands(dtype: type, shape_a: tuple, shape_b: tuple) -> tuple[np.ndarray, np.ndarray]:
+    if dtype == F32:  # magnitudes 1e-40 .. 1e38: quotients far beyond 2^24
+        def wide(*s):
+            return (RNG.standard_normal(s) * 10.0 ** RNG.integers(-40, 38, s)).astype(F32)
+        return wide(*shape_a), wide(*shape_b)
+    lo, hi = (0, 256) if dtype == np.uint8 else (-120, 120)
+    a, b = randint(*shape_a, dtype=dtype, lo=lo, hi=hi), randint(*shape_b, dtype=dtype, lo=lo,
+                                                                 hi=hi)
+    b[b == 0] = 7  # onnxruntime fails on an integer division by zero
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int8, np.uint8, F32])
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod(dtype: type, fmod: int) -> None:
+    """Both signs, broadcast both ways over size-1 and odd axes; exact. Float fmod=0 is defined
+    from opset 28 (onnxruntime refuses it before), so that case is built at opset 28."""
+    a, b = _mod_operands(dtype, (1, 9), (5, 1))
+    opset = 28 if dtype == F32 and not fmod else 21
+    check_exact("Mod", [a, b], {"fmod": fmod}, rtol=0, atol=0, opset=opset)
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_float_special_values(fmod: int) -> None:
+    """Every pair of special values against numpy (C's fmod, Python's %), signed zeros too."""
+    a = np.repeat(MOD_SPECIAL, len(MOD_SPECIAL)).reshape(12, 12)
+    b = np.tile(MOD_SPECIAL, len(MOD_SPECIAL)).reshape(12, 12)
+    model, feeds = make_model("Mod", [a, b], {"fmod": fmod})
+    (got,) = run_program(compile_onnx(model), feeds)
+    with np.errstate(all="ignore"):
+        want = np.fmod(a, b) if fmod else np.mod(a, b)
+    np.testing.assert_array_equal(got, want)
+    number = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(want[number]))
+
+
+@pytest.mark.parametrize("divisor", [3.0, -0.5, 1e-30, 6e37])
+def test_mod_float_constant_divisor(divisor: float) -> None:
+    a, _ = _mod_operands(F32, (4, 9), ())
+    check_exact("Mod", [a, Init(np.array(divisor, F32))], {"fmod": 1}, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int8, np.uint8])
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_int_by_zero_and_minus_one_does_not_trap(dtype: type, fmod: int) -> None:
+    """Undefined in ONNX (onnxruntime fails on 0); 0 here, and INT_MIN rem -1 is 0."""
+    lo = np.iinfo(dtype).min
+    a = np.array([5, lo, 7, lo], dtype)
+    b = np.array([0, 0, 1 if dtype == np.uint8 else -1, 3], dtype)
+    model, feeds = make_model("Mod", [a, b], {"fmod": fmod})
+    (got,) = run_program(compile_onnx(model), feeds)
+    with np.errstate(all="ignore"):
+        want = np.where(b == 0, 0, np.fmod(a, b) if fmod else np.mod(a, b))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_mod_float64_is_refused() -> None:
+    model, _ = make_model("Mod", [randn(3, dtype=F64), randn(3, dtype=F64)], {"fmod": 1})
+    with pytest.raises(AotcError, match="Mod of float64 is not supported"):
+        compile_onnx(model)
+
+
+@pytest.mark.parametrize("dtype", [F32, np.int32])
+def test_mod_inside_a_fused_region(dtype: type) -> None:
+    """Add -> Mod -> Mul -> Add become one fused node; float Mod's reduction stages go with it."""
+    elem = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    nodes = [oh.make_node("Add", ["x", "w"], ["s"]), oh.make_node("Mod", ["s", "w"], ["m"], fmod=1),
+             oh.make_node("Mul", ["m", "m"], ["p"]), oh.make_node("Add", ["p", "s"], ["y"])]
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info("x", elem, [3, 5]),
+                                       oh.make_tensor_value_info("w", elem, [5])],
+                          [oh.make_tensor_value_info("y", elem, [3, 5])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    feeds = [(randn(3, 5) * 10).astype(dtype), (np.abs(randn(5)) + 1).astype(dtype)]
+    (got,) = run_program(compile_onnx(model), feeds)
+    assert_close(got, ort_outputs(model, feeds)[0])  # m * m + s may round once (an FMA)
