@@ -378,3 +378,29 @@ def test_gather_elements_nd_bad_forms_are_refused(op, attrs, ishape, match):
     ctx = OpContext("n", op, attrs, [data, idx], [None, None], [(1,)], ["float32"])
     with pytest.raises(AotcError, match=match):
         OPS[op](ctx)
+
+
+# trilu ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32, np.bool_])
+@pytest.mark.parametrize("upper", [1, 0])
+@pytest.mark.parametrize("shape,k", [
+    ((4, 7), None),
+    ((2, 1, 5, 3), 1),
+    ((5, 5), -2),
+    ((3, 6), 9),        # past the last diagonal: all zero (upper) or all kept (lower)
+    ((1, 6), -3),
+])
+def test_trilu(dtype, upper, shape, k):
+    run_node("Trilu", [rand(*shape, dtype=dtype), None if k is None else np.int64(k)], consts={1},
+             upper=upper)
+
+
+def test_trilu_runtime_k_is_refused():
+    from aotc.errors import AotcError
+
+    x = te.placeholder((3, 3), "float32", "x")
+    k = te.placeholder((), "int64", "k")
+    ctx = OpContext("n", "Trilu", {}, [x, k], [None, None], [(3, 3)], ["float32"])
+    with pytest.raises(AotcError, match="must be a constant"):
+        OPS["Trilu"](ctx)
