@@ -180,3 +180,35 @@ def test_layer_norm_stats(axis, norm_shape):
 def test_layer_norm_float64():
     run_node("LayerNormalization", [rand(3, 7, dtype=np.float64), rand(7, dtype=np.float64),
                                     rand(7, dtype=np.float64)])
+
+
+# CumSum -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("shape,axis", [
+    ((3, 1, 7), -1),       # short axis: one masked reduction
+    ((5, 1, 3), 0),
+    ((2, 45, 3), 1),       # long axis (blocks of 7, the last one short)
+    ((1, 49), -1),         # whole blocks
+])
+def test_cumsum(shape, axis, exclusive, reverse):
+    run_node("CumSum", [rand(*shape), np.asarray(axis, dtype=np.int64)], consts={1},
+             exclusive=exclusive, reverse=reverse)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
+@pytest.mark.parametrize("n", [9, 40])
+def test_cumsum_types(dtype, n):
+    run_node("CumSum", [rand(3, n, dtype=dtype), np.asarray([1], dtype=np.int32)], consts={1},
+             exclusive=1, reverse=1)
+
+
+def test_cumsum_runtime_axis_is_refused():
+    from aotc.errors import AotcError
+    from lowering import te
+    from lowering.ops import OPS, OpContext
+
+    x, axis = te.placeholder((3, 4), "float32", "x"), te.placeholder((), "int64", "a")
+    ctx = OpContext("n", "CumSum", {}, [x, axis], [None, None], [(3, 4)], ["float32"])
+    with pytest.raises(AotcError, match="axis must be a constant"):
+        OPS["CumSum"](ctx)
