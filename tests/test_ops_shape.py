@@ -404,3 +404,46 @@ def test_trilu_runtime_k_is_refused():
     ctx = OpContext("n", "Trilu", {}, [x, k], [None, None], [(3, 3)], ["float32"])
     with pytest.raises(AotcError, match="must be a constant"):
         OPS["Trilu"](ctx)
+
+
+# one_hot ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("itype,dtype,vtype", [
+    (np.int64, np.int64, np.int64),
+    (np.int64, np.float32, np.float32),
+    (np.int32, np.float32, np.float32),
+    (np.float32, np.float32, np.float32),   # float indices truncate toward zero
+    (np.int64, np.float32, np.int32),
+])
+@pytest.mark.parametrize("ishape,axis", [((3, 1, 5), -1), ((3, 1, 5), 1), ((7,), 0), ((2, 3), -3)])
+def test_one_hot(itype, dtype, vtype, ishape, axis):
+    depth = 6
+    idx = RNG.integers(-depth - 2, depth + 2, size=ishape)  # out-of-range ones: a row of `off`
+    idx = (idx + RNG.uniform(-0.9, 0.9, size=ishape)).astype(itype) if itype == np.float32 \
+        else idx.astype(itype)
+    run_node("OneHot", [idx, np.asarray(depth, dtype=dtype), np.asarray([-2, 5], dtype=vtype)],
+             consts={1}, axis=axis)
+
+
+def test_one_hot_constant_values_and_runtime_depth():
+    run_node("OneHot", [positions(4, 2, 5), np.asarray([4], dtype=np.int64),
+                        np.asarray([0.0, 1.0], dtype=np.float32)], consts={1, 2})
+    from aotc.errors import AotcError
+
+    idx, depth = te.placeholder((3,), "int64", "i"), te.placeholder((), "int64", "d")
+    values = te.placeholder((2,), "float32", "v")
+    ctx = OpContext("n", "OneHot", {}, [idx, depth, values], [None] * 3, [(3, 4)], ["float32"])
+    with pytest.raises(AotcError, match="depth must be a constant"):
+        OPS["OneHot"](ctx)
+
+
+def test_one_hot_float_specials_are_off():
+    """NaN and huge float indices match no position (their int64 conversion stays defined)."""
+    idx = te.placeholder((5,), "float32", "i")
+    depth, values = te.placeholder((), "int64", "d"), te.placeholder((2,), "float32", "v")
+    ctx = OpContext("n", "OneHot", {}, [idx, depth, values], [None, np.asarray(3), None],
+                    [(5, 3)], ["float32"])
+    (out,) = OPS["OneHot"](ctx)
+    x = np.asarray([np.nan, 1e30, -1e30, -1.5, 2.9], dtype=np.float32)
+    got = run_te([idx, values], [out], [x, np.asarray([0, 1], dtype=np.float32)])[0]
+    np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 1]])
