@@ -447,3 +447,65 @@ def test_one_hot_float_specials_are_off():
     x = np.asarray([np.nan, 1e30, -1e30, -1.5, 2.9], dtype=np.float32)
     got = run_te([idx, values], [out], [x, np.asarray([0, 1], dtype=np.float32)])[0]
     np.testing.assert_array_equal(got, [[0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 1], [0, 0, 1]])
+
+
+# scatter_elements / scatter_nd ------------------------------------------------------------------
+
+REDUCTIONS = ["none", "add", "mul", "max", "min"]
+
+
+def small(*shape, dtype=np.float32):
+    """Values whose products stay exact-ish and in range (mul reductions)."""
+    v = RNG.integers(-3, 4, size=shape)
+    v = v + (RNG.uniform(-0.5, 0.5, size=shape) if dtype == np.float32 else 0)
+    return np.asarray(v, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("shape,axis,ishape", [
+    ((3, 1, 5), 2, (3, 1, 7)),     # more updates than the axis: duplicates
+    ((4, 5), -2, (3, 2)),          # indices smaller than data: the rest keeps data
+    ((9,), 0, (4,)),
+])
+def test_scatter_elements(dtype, reduction, shape, axis, ishape):
+    run_node("ScatterElements", [small(*shape, dtype=dtype), positions(shape[axis], *ishape),
+                                 small(*ishape, dtype=dtype)],
+             axis=axis, reduction=reduction)
+
+
+def test_scatter_elements_constant_int32_indices():
+    run_node("ScatterElements", [rand(4, 3), positions(4, 2, 3, dtype=np.int32), rand(2, 3)],
+             consts={1})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.int32])
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("shape,ishape", [
+    ((5, 1, 3), (7, 1)),           # slices of rank 2, duplicates
+    ((4, 5), (3, 2, 2)),           # elements, a rank-2 grid of updates
+    ((7, 3), (2,)),                # one tuple: a single element
+])
+def test_scatter_nd(dtype, reduction, shape, ishape):
+    k = ishape[-1]
+    idx = np.stack([positions(shape[m], *ishape[:-1]) for m in range(k)], -1)
+    run_node("ScatterND", [small(*shape, dtype=dtype), idx,
+                           small(*ishape[:-1], *shape[k:], dtype=dtype)], reduction=reduction)
+
+
+@pytest.mark.parametrize("op,attrs,ishape,indices,want", [
+    ("ScatterElements", {"axis": 0}, (3,), [9, -9, 2], [2, 0, 3, 0, 1]),
+    ("ScatterND", {}, (3, 1), [[9], [-9], [2]], [2, 0, 3, 0, 1]),
+])
+def test_scatter_out_of_range_lands_on_the_edge(op, attrs, ishape, indices, want):
+    """onnxruntime rejects out-of-range indices; aotc must not write outside the output."""
+    data = te.placeholder((5,), "float32", "d")
+    idx = te.placeholder(ishape, "int64", "i")
+    upd = te.placeholder((3,), "float32", "u")
+    ctx = OpContext("n", op, {**attrs, "reduction": "add"}, [data, idx, upd], [None] * 3,
+                    [(5,)], ["float32"])
+    (out,) = OPS[op](ctx)
+    got = run_te([data, idx, upd], [out], [np.zeros(5, np.float32),
+                                           np.asarray(indices, dtype=np.int64),
+                                           np.asarray([1, 2, 3], dtype=np.float32)])[0]
+    np.testing.assert_array_equal(got, np.asarray(want, dtype=np.float32))
