@@ -1,7 +1,8 @@
 """Hugging Face models as today's PyTorch exports them with default settings (TorchScript and
 dynamo exporters): small BERT, DistilBERT and GPT-2 configurations with random weights (no
-download), each run through `--emit ort` with and without the library against onnxruntime on
-the export. transformers and torch are test-only dependencies; without them these tests skip.
+download), each compiled whole and run, and run through `--emit ort` with and without the
+library, against onnxruntime on the export. transformers and torch are test-only dependencies;
+without them these tests skip.
 """
 
 from __future__ import annotations
@@ -86,3 +87,20 @@ def test_emit_ort_runs_the_export_with_and_without_the_library(name, exports, tm
     result, _ = check_three_ways(exports[name], tmp_path / "out", feed=_feed())
     compiled = sum(len(ops) for _, ops in result.islands)
     assert compiled > 5 * len(result.left_out), (result.islands, result.left_out)
+
+
+@pytest.mark.parametrize("name", [f"{m}_{e}" for m in ("bert", "distilbert", "gpt2")
+                                  for e in ("ts", "dynamo")])
+def test_the_export_compiles_whole_and_matches_onnxruntime(name, exports):
+    """The whole export compiled (IsNaN, GatherElements and GatherND included) and run
+    in-process, against onnxruntime on the export."""
+    import onnxruntime as ort
+    from program_runner import assert_close, compile_onnx, run_program
+
+    path = exports[name]
+    feed = _feed()
+    program = compile_onnx(path)
+    got = run_program(program, [feed[i.name] for i in program.inputs])
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for g, w in zip(got, sess.run(None, feed), strict=True):
+        assert_close(g, w, tol=1e-4)
