@@ -21,6 +21,7 @@ from aotc.frontend.declarations import (
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
 from aotc.frontend.opset import normalise_opset
+from aotc.frontend.schema_functions import expand_schema_functions
 from aotc.frontend.tensor_data import check_tensor_data
 
 # onnx.checker refuses operators deprecated at the model's opset; aotc converts those.
@@ -87,6 +88,11 @@ def read_model(path: str | os.PathLike) -> ir.Model:
         shapes.forget_negative_dims(model)
         inline_functions(model)
         shapes.infer_shapes(model, strict=False)  # ranks and dtypes for the opset rules
+        for _ in range(_MAX_ROUNDS):  # a body may call another such operator
+            if not expand_schema_functions(model):  # (context-dependent bodies read types)
+                break
+            inline_functions(model)
+            shapes.infer_shapes(model, strict=False)
         normalise_opset(model)
         common_passes.RemoveUnusedOpsetsPass()(model)
     except AotcError as e:
