@@ -13,11 +13,12 @@ from lowering.search.default_space import DefaultSpace
 from lowering.search.space import ScheduleSpace
 from lowering.templates.depthwise import DepthwiseTemplate
 from lowering.templates.gemm import GemmTemplate
+from lowering.templates.recurrent import RecurrentTemplate
 from lowering.templates.rows import RowTemplate
 
 # Template spaces, most specific first; each has `match(inputs, outputs, consts, target)`
 # returning a space or None.
-TEMPLATES: list = [GemmTemplate, DepthwiseTemplate, RowTemplate]
+TEMPLATES: list = [RecurrentTemplate, GemmTemplate, DepthwiseTemplate, RowTemplate]
 
 
 def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
