@@ -35,7 +35,11 @@ DTYPE_NAMES: dict[ir.DataType, str] = {
     ir.DataType.DOUBLE: "float64",
     ir.DataType.INT64: "int64",
     ir.DataType.INT32: "int32",
+    ir.DataType.INT16: "int16",
     ir.DataType.INT8: "int8",
+    ir.DataType.UINT64: "uint64",
+    ir.DataType.UINT32: "uint32",
+    ir.DataType.UINT16: "uint16",
     ir.DataType.UINT8: "uint8",
     ir.DataType.BOOL: "bool",
 }
@@ -382,8 +386,7 @@ def _share_in_place(steps: list[_PendingStep], sizes: dict[object, int]) -> None
 
 
 def _itemsize(dtype: str) -> int:
-    return {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
-            "bool": 1}[dtype]
+    return te.ITEMSIZE[dtype]
 
 
 def _attr_value(a: ir.Attr) -> object:

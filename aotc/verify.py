@@ -12,12 +12,12 @@ import onnx
 
 from aotc.errors import AotcError
 from aotc.inspect import load_checked, value_type
+from aotc.package.program import DTYPES
 
 if TYPE_CHECKING:
     import onnxruntime as ort
 
-NP_DTYPES = {"float32": np.float32, "float64": np.float64, "int64": np.int64, "int32": np.int32,
-             "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+NP_DTYPES = {name: np.dtype(form) for name, (_, form) in DTYPES.items()}
 
 
 @dataclass

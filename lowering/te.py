@@ -11,9 +11,24 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 
-DTYPES = ("float32", "float64", "int64", "int32", "int8", "uint8", "bool")
+# Element types (bool last: `DTYPES[:-1]` are the numeric ones).
 FLOAT_DTYPES = ("float32", "float64")
-INT_DTYPES = ("int64", "int32", "int8", "uint8")
+SIGNED_INT_DTYPES = ("int64", "int32", "int16", "int8")
+UNSIGNED_DTYPES = ("uint64", "uint32", "uint16", "uint8")
+INT_DTYPES = SIGNED_INT_DTYPES + UNSIGNED_DTYPES
+NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
+SIGNED_DTYPES = FLOAT_DTYPES + SIGNED_INT_DTYPES  # the types with negative values
+DTYPES = (*NUMERIC_DTYPES, "bool")
+ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
+            "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The smallest and largest value of an integer type."""
+    bits = 8 * ITEMSIZE[dtype]
+    if dtype in UNSIGNED_DTYPES:
+        return 0, (1 << bits) - 1
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
 
 _counter = itertools.count()
 
@@ -404,16 +419,10 @@ def reduce_identity(combiner: str, dtype: str) -> Const:
         return Const(0, dtype)
     if combiner == "prod":
         return Const(1, dtype)
-    big: float | int
     if dtype in FLOAT_DTYPES:
-        big = math.inf
-    else:
-        big = {"int64": 2**63 - 1, "int32": 2**31 - 1, "int8": 127, "uint8": 255}[dtype]
-    if combiner in ("max", "max_nan"):
-        if dtype in FLOAT_DTYPES:
-            return Const(-big, dtype)
-        return Const(0 if dtype == "uint8" else -big - 1, dtype)  # the type's minimum
-    return Const(big, dtype)
+        return Const(-math.inf if combiner in ("max", "max_nan") else math.inf, dtype)
+    lo, hi = int_range(dtype)
+    return Const(lo if combiner in ("max", "max_nan") else hi, dtype)
 
 
 def reduce_sum(body: Expr, axes: Sequence[IterVar]) -> Reduce:

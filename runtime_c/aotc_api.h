@@ -36,7 +36,11 @@ enum aotc_dtype {
     AOTC_DTYPE_INT32 = 4,
     AOTC_DTYPE_INT8 = 5,
     AOTC_DTYPE_UINT8 = 6,
-    AOTC_DTYPE_BOOL = 7 /* one byte per element, 0 or 1 */
+    AOTC_DTYPE_BOOL = 7, /* one byte per element, 0 or 1 */
+    AOTC_DTYPE_INT16 = 8,
+    AOTC_DTYPE_UINT16 = 9,
+    AOTC_DTYPE_UINT32 = 10,
+    AOTC_DTYPE_UINT64 = 11
 };
 
 /* One model input or output: dense, C (row-major) order. */

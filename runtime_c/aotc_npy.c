@@ -21,7 +21,9 @@ static const struct dtype_info DTYPES[] = {
     {AOTC_DTYPE_FLOAT32, "float32", 'f', 4}, {AOTC_DTYPE_FLOAT64, "float64", 'f', 8},
     {AOTC_DTYPE_INT64, "int64", 'i', 8},     {AOTC_DTYPE_INT32, "int32", 'i', 4},
     {AOTC_DTYPE_INT8, "int8", 'i', 1},       {AOTC_DTYPE_UINT8, "uint8", 'u', 1},
-    {AOTC_DTYPE_BOOL, "bool", 'b', 1},
+    {AOTC_DTYPE_BOOL, "bool", 'b', 1},       {AOTC_DTYPE_INT16, "int16", 'i', 2},
+    {AOTC_DTYPE_UINT16, "uint16", 'u', 2},   {AOTC_DTYPE_UINT32, "uint32", 'u', 4},
+    {AOTC_DTYPE_UINT64, "uint64", 'u', 8},
 };
 #define NUM_DTYPES (sizeof DTYPES / sizeof DTYPES[0])
 

@@ -17,6 +17,10 @@ C_DTYPE_ENUM = {
     "int8": "AOTC_DTYPE_INT8",
     "uint8": "AOTC_DTYPE_UINT8",
     "bool": "AOTC_DTYPE_BOOL",
+    "int16": "AOTC_DTYPE_INT16",
+    "uint16": "AOTC_DTYPE_UINT16",
+    "uint32": "AOTC_DTYPE_UINT32",
+    "uint64": "AOTC_DTYPE_UINT64",
 }
 
 

@@ -16,7 +16,11 @@ DTYPES: dict[str, tuple[str, str]] = {
     "float64": ("double", "<f8"),
     "int64": ("int64_t", "<i8"),
     "int32": ("int32_t", "<i4"),
+    "int16": ("int16_t", "<i2"),
     "int8": ("int8_t", "|i1"),
+    "uint64": ("uint64_t", "<u8"),
+    "uint32": ("uint32_t", "<u4"),
+    "uint16": ("uint16_t", "<u2"),
     "uint8": ("uint8_t", "|u1"),
     "bool": ("uint8_t", "|b1"),
 }

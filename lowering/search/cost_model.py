@@ -20,7 +20,7 @@ INTERLEAVE = 4  # vector bodies LLVM unrolls this many times when they are small
 SMALL_BODY = 12  # instructions
 PARALLEL_OVERHEAD_S = 2e-6  # waking the pool and joining it, per parallel loop
 
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
+ITEMSIZE = te.ITEMSIZE
 # Arithmetic cost in instructions (polynomial approximations for the transcendental functions).
 _OP_COST = {"div": 4.0, "floordiv": 4.0, "mod": 4.0, "pow": 30.0, "sqrt": 4.0, "exp": 12.0,
             "log": 14.0, "tanh": 16.0, "erf": 16.0, "sigmoid": 14.0, "softplus": 26.0,

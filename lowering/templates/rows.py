@@ -32,8 +32,7 @@ from lowering.machine import Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 I64 = "int64"
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1,
-            "bool": 1}
+ITEMSIZE = te.ITEMSIZE
 # Rows shorter than this are not worth a template (the default schedule does as well).
 MIN_ROW = 8
 

@@ -23,12 +23,15 @@ try:  # vector-friendly math written in IR; libm calls are the fallback
 except ImportError:  # pragma: no cover - only while vecmath is being written
     vecmath = None  # type: ignore[assignment]
 
+# A value's LLVM type in registers (LLTYPE) and in memory (MEMTYPE): a bool is an i1 held in a
+# byte; integers are LLVM's sign-less iN, their signedness chosen per instruction (UNSIGNED).
 LLTYPE = {
-    "float32": "float", "float64": "double", "int64": "i64", "int32": "i32",
-    "int8": "i8", "uint8": "i8", "bool": "i1",
+    "float32": "float", "float64": "double", "bool": "i1",
+    **{t: f"i{8 * te.ITEMSIZE[t]}" for t in te.INT_DTYPES},
 }
 MEMTYPE = {**LLTYPE, "bool": "i8"}
-SIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
+SIZE = te.ITEMSIZE
+UNSIGNED = (*te.UNSIGNED_DTYPES, "bool")  # zero-extended, compared and divided unsigned
 # Reductions over rows shorter than this many vectors are kept loops (see _FunctionEmitter.stmt).
 SHORT_ROW_VECTORS = 4
 _FBIN = {"add": "fadd contract", "sub": "fsub contract", "mul": "fmul contract",
@@ -337,7 +340,7 @@ class _FunctionEmitter:
         other store."""
         e = s.value
         if not (isinstance(e, te.Binary) and e.op in ("add", "max", "min", "max_nan")
-                and e.dtype in ("float32", "float64")):
+                and e.dtype in te.FLOAT_DTYPES):
             return None
         own = [x for x in (e.a, e.b) if isinstance(x, BufLoad) and x.buf is s.buf
                and repr(simplify_index(x.index)) == repr(simplify_index(s.index))]
@@ -357,11 +360,11 @@ class _FunctionEmitter:
         if isinstance(e, te.Var):
             return self.vars[e]
         if isinstance(e, te.Const):
-            if e.dtype in ("float32", "float64"):
+            if e.dtype in te.FLOAT_DTYPES:
                 return _fconst(float(e.value), e.dtype)
             if e.dtype == "bool":
                 return "true" if e.value else "false"
-            return str(int(e.value) if e.dtype != "uint8" else int(e.value) & 0xFF)
+            return str(_int_const(int(e.value), e.dtype))
         if isinstance(e, BufLoad):
             p = self._address(e.buf, e.index)
             v = self.tmp()
@@ -463,12 +466,12 @@ class _FunctionEmitter:
         ty = LLTYPE[dt]
         a, b = self.expr(e.a), self.expr(e.b)
         r = self.tmp()
-        is_float = dt in ("float32", "float64")
+        is_float = dt in te.FLOAT_DTYPES
         if e.op in te.Binary.COMPARE:
             if is_float:
                 self.line(f"{r} = fcmp {_FCMP[e.op]} {ty} {a}, {b}")
             else:
-                table = _UCMP if dt in ("uint8", "bool") else _ICMP
+                table = _UCMP if dt in UNSIGNED else _ICMP
                 self.line(f"{r} = icmp {table[e.op]} {ty} {a}, {b}")
             return r
         if is_float:
@@ -484,7 +487,7 @@ class _FunctionEmitter:
         if e.op in _IBIN:
             self.line(f"{r} = {_IBIN[e.op]} {ty} {a}, {b}")
             return r
-        unsigned = dt in ("uint8", "bool")
+        unsigned = dt in UNSIGNED
         if e.op == "div":
             self.line(f"{r} = {'udiv' if unsigned else 'sdiv'} {ty} {a}, {b}")
             return r
@@ -524,7 +527,7 @@ class _FunctionEmitter:
         dt = e.dtype
         ty = LLTYPE[dt]
         a = self.expr(e.a)
-        is_float = dt in ("float32", "float64")
+        is_float = dt in te.FLOAT_DTYPES
         if e.op == "neg":
             r = self.tmp()
             self.line(f"{r} = fneg {ty} {a}" if is_float else f"{r} = sub {ty} 0, {a}")
@@ -551,7 +554,7 @@ class _FunctionEmitter:
             if r is None or r[0] < 0 or r[1] >= e.buf.size:
                 return False
         if isinstance(e, te.Binary) and e.op in ("div", "floordiv", "mod") and \
-                e.dtype not in ("float32", "float64") and not isinstance(e.b, te.Const):
+                e.dtype not in te.FLOAT_DTYPES and not isinstance(e.b, te.Const):
             return False
         return all(self._speculatable(c) for c in te.children(e))
 
@@ -582,38 +585,48 @@ class _FunctionEmitter:
         return r
 
     def cast(self, e: te.Cast) -> str:
+        """ONNX's Cast, as onnxruntime computes it on x86-64: float → integer truncates toward
+        zero, through int32 for the narrow types and int64 for uint32, so that a value out of
+        the narrow type's range (but within the wider one) wraps as the C cast compiled there
+        does (out-of-range conversions are undefined in ONNX); integer → integer wraps or
+        extends by the source's signedness; anything → bool is "nonzero" (NaN is true)."""
         src, dst = e.a.dtype, e.dtype
         a = self.expr(e.a)
-        st, dt_ = LLTYPE[src], LLTYPE[dst]
         if src == dst:
             return a
-        fsrc, fdst = src in ("float32", "float64"), dst in ("float32", "float64")
-        usrc = src in ("uint8", "bool")
-        r = self.tmp()
+        st, dt_ = LLTYPE[src], LLTYPE[dst]
+        fsrc, fdst = src in te.FLOAT_DTYPES, dst in te.FLOAT_DTYPES
         if dst == "bool":
+            r = self.tmp()
             if fsrc:
                 self.line(f"{r} = fcmp une {st} {a}, 0.0")
             else:
                 self.line(f"{r} = icmp ne {st} {a}, 0")
             return r
         if fsrc and fdst:
-            op = "fpext" if SIZE[dst] > SIZE[src] else "fptrunc"
-        elif fsrc:
-            op = "fptoui" if dst == "uint8" else "fptosi"
-        elif fdst:
-            op = "uitofp" if usrc else "sitofp"
-        else:
-            bits = {"i1": 1, "i8": 8, "i32": 32, "i64": 64}
-            if bits[dt_] > bits[st]:
-                op = "zext" if usrc else "sext"
-            elif bits[dt_] < bits[st]:
-                op = "trunc"
-            else:
-                return a
-        self.line(f"{r} = {op} {st} {a} to {dt_}")
-        return r
+            return self._convert(a, "fpext" if SIZE[dst] > SIZE[src] else "fptrunc", st, dt_)
+        if fsrc:
+            if dst == "uint64":
+                return self._convert(a, "fptoui", st, dt_)
+            wide = "i64" if dst in ("int64", "uint32") else "i32"
+            v = self._convert(a, "fptosi", st, wide)
+            return v if wide == dt_ else self._convert(v, "trunc", wide, dt_)
+        if fdst:
+            return self._convert(a, "uitofp" if src in UNSIGNED else "sitofp", st, dt_)
+        if SIZE[dst] > SIZE[src] or src == "bool":
+            return self._convert(a, "zext" if src in UNSIGNED else "sext", st, dt_)
+        if SIZE[dst] < SIZE[src]:
+            return self._convert(a, "trunc", st, dt_)
+        return a
 
 
+def _int_const(value: int, dtype: str) -> int:
+    """`value` modulo the type's width, written as LLVM reads a constant of iN (signed)."""
+    if dtype == "bool":
+        return int(bool(value))
+    bits = 8 * SIZE[dtype]
+    v = value & ((1 << bits) - 1)
+    return v - (1 << bits) if v >> (bits - 1) else v
 
 
 def _has_load(e: te.Expr) -> bool:

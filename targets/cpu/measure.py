@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lowering import te
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.search.measure import Measurement
 from lowering.search.space import BuiltKernel, Config, ScheduleSpace
@@ -33,8 +34,7 @@ void aotc_parallel_for(void *ctx, void (*body)(void *, int64_t, int64_t), void *
 }
 """
 
-NP_DTYPE = {"float32": np.float32, "float64": np.float64, "int64": np.int64,
-            "int32": np.int32, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
+NP_DTYPE = {t: np.dtype(t) for t in te.DTYPES}  # te's names are numpy's
 
 
 def link_serial(kernel_object: bytes) -> ctypes.CDLL:

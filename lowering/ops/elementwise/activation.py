@@ -31,7 +31,7 @@ def leaky_relu(ctx: OpContext) -> list[te.Tensor]:
 @register_op("PRelu")
 def prelu(ctx: OpContext) -> list[te.Tensor]:
     """Slope broadcasts to X (unidirectional); the output has X's shape."""
-    require_dtype(ctx, ("float32", "float64", "int64", "int32", "int8", "uint8"))
+    require_dtype(ctx, te.NUMERIC_DTYPES)
     if ctx.out_shapes[0] != ctx.input(0).shape:
         raise ctx.error(f"slope of shape {list(ctx.input(1).shape)} does not broadcast to "
                         f"X of shape {list(ctx.input(0).shape)}")

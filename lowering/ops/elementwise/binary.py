@@ -12,14 +12,14 @@ from lowering import te
 from lowering.ops import OpContext, register_op
 from lowering.ops.elementwise.operands import elementwise
 
-NUMERIC = ("float32", "float64", "int64", "int32", "int8", "uint8")
+NUMERIC = te.NUMERIC_DTYPES
 
 
 def _int_div(a: te.Expr, b: te.Expr) -> te.Expr:
     one = te.as_expr(1, b.dtype)
     if isinstance(b, te.Const) and b.value not in (0, -1):
         return a / b
-    if b.dtype == "uint8":
+    if b.dtype in te.UNSIGNED_DTYPES:
         return a / te.select(te.eq(b, 0), one, b)
     minus_one = te.as_expr(-1, b.dtype)
     safe = te.select(te.logical_or(te.eq(b, 0), te.eq(b, minus_one)), one, b)

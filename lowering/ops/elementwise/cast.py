@@ -1,4 +1,4 @@
-"""Cast between float32/float64/int64/int32/int8/uint8/bool.
+"""Cast between every element type aotc compiles (lowering/te.py: DTYPES).
 
 Float → integer truncates toward zero (C); anything → bool is "nonzero" (NaN is true); bool →
 number is 0/1. Out-of-range float → integer conversions are undefined, as in ONNX.

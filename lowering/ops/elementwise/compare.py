@@ -12,7 +12,7 @@ from lowering import te
 from lowering.ops import OpContext, register_op
 from lowering.ops.elementwise.operands import elementwise
 
-NUMERIC = ("float32", "float64", "int64", "int32", "int8", "uint8")
+NUMERIC = te.NUMERIC_DTYPES
 
 COMPARE: dict[str, tuple[tuple[str, ...], Callable[[te.Expr, te.Expr], te.Expr]]] = {
     "Equal": (NUMERIC + ("bool",), te.eq),

@@ -28,7 +28,7 @@ from lowering import te
 from lowering.ops import OpContext, register_op
 from lowering.ops.elementwise.operands import elementwise, loaders, uniform_value
 
-INTS = ("int64", "int32", "int8", "uint8")
+INTS = te.INT_DTYPES
 STEP_BITS = 28  # quotient bits per float64 step: n < 2^29 keeps n·B (24 + 29 bits) exact
 F32_MAX_EXP, F32_MIN_EXP = 128, -149  # |a| < 2^128, smallest |b| = 2^-149
 
@@ -39,7 +39,7 @@ def _safe_divisor(b: te.Expr) -> te.Expr:
     one = te.as_expr(1, b.dtype)
     if isinstance(b, te.Const):
         return one if int(b.value) in (0, -1) else b
-    bad = te.eq(b, 0) if b.dtype == "uint8" else te.logical_or(te.eq(b, 0), te.eq(b, -1))
+    bad = te.eq(b, 0) if b.dtype in te.UNSIGNED_DTYPES else te.logical_or(te.eq(b, 0), te.eq(b, -1))
     return te.select(bad, one, b)
 
 
@@ -105,7 +105,7 @@ def mod(ctx: OpContext) -> list[te.Tensor]:
     if a.dtype in INTS:
         return [elementwise(ctx, _int_fmod if fmod else _int_mod, [0, 1])]
     if a.dtype != "float32":
-        raise ctx.error(f"Mod of {a.dtype} is not supported (int8/uint8/int32/int64, float32)",
+        raise ctx.error(f"Mod of {a.dtype} is not supported (integers, float32)",
                         hint="an exact float64 remainder is not implemented; cast to float32 "
                              "if its range suffices")
     return [_float_mod(ctx, bool(fmod))]

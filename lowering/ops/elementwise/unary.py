@@ -13,8 +13,8 @@ from lowering.ops import OpContext, register_op
 from lowering.ops.elementwise.operands import elementwise, require_dtype
 
 FLOATS = te.FLOAT_DTYPES
-SIGNED = ("float32", "float64", "int64", "int32", "int8")
-NUMERIC = SIGNED + ("uint8",)
+SIGNED = te.SIGNED_DTYPES
+NUMERIC = te.NUMERIC_DTYPES
 
 
 def _relu(x: te.Expr) -> te.Expr:
@@ -22,11 +22,11 @@ def _relu(x: te.Expr) -> te.Expr:
 
 
 def _abs(x: te.Expr) -> te.Expr:
-    return x if x.dtype == "uint8" else te.unary("abs", x)
+    return x if x.dtype in te.UNSIGNED_DTYPES else te.unary("abs", x)
 
 
 def _sign(x: te.Expr) -> te.Expr:
-    if x.dtype == "uint8":
+    if x.dtype in te.UNSIGNED_DTYPES:
         return te.select(te.gt(x, 0), te.as_expr(1, x.dtype), x)
     one, minus_one = te.as_expr(1, x.dtype), te.as_expr(-1, x.dtype)
     return te.select(te.lt(x, 0), minus_one, te.select(te.gt(x, 0), one, x))  # 0, NaN stay

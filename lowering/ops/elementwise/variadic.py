@@ -13,7 +13,7 @@ from lowering import te
 from lowering.ops import OpContext, register_op
 from lowering.ops.elementwise.operands import elementwise, fmax, fmin, require_dtype
 
-NUMERIC = ("float32", "float64", "int64", "int32", "int8", "uint8")
+NUMERIC = te.NUMERIC_DTYPES
 
 
 def _mean(*xs: te.Expr) -> te.Expr:

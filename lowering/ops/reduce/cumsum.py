@@ -18,7 +18,7 @@ from lowering import te
 from lowering.ops import OpContext, register_op
 from lowering.ops.common import axis_of
 
-DTYPES = ("float32", "float64", "int64", "int32")
+DTYPES = ("float32", "float64", "int64", "int32", "uint64", "uint32")
 DIRECT_MAX = 16  # axes up to this long are summed directly (n² work per row)
 
 Index = tuple[te.Expr, ...]

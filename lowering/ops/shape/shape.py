@@ -14,11 +14,7 @@ import numpy as np
 from lowering import te
 from lowering.ops import OpContext, register_op
 
-_NP_TO_DTYPE = {
-    np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
-    np.dtype(np.int64): "int64", np.dtype(np.int32): "int32", np.dtype(np.int8): "int8",
-    np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "bool",
-}
+_NP_TO_DTYPE = {np.dtype(t): t for t in te.DTYPES}  # te's names are numpy's
 
 
 def constant_vector(values: Sequence[int | float], dtype: str, name: str) -> te.Tensor:
