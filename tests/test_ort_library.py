@@ -33,26 +33,40 @@ def _rand(*shape: int) -> np.ndarray:
     return (RNG.standard_normal(shape) * 0.3).astype(np.float32)
 
 
-def lstm_in_the_middle(path: pathlib.Path) -> pathlib.Path:
-    """MatMul+Relu, an LSTM (not compiled by aotc), then MatMul+Add+Sigmoid."""
+def lstm_in_the_middle(path: pathlib.Path, middle: str = "lstm") -> pathlib.Path:
+    """MatMul+Relu, an LSTM, then MatMul+Add+Sigmoid. With `middle="contrib"` the LSTM is an
+    operator aotc does not compile and onnxruntime runs, reading initializers: onnxruntime's
+    contrib FusedMatMul (com.microsoft)."""
     h = 12
+    if middle == "lstm":
+        mid = [helper.make_node("LSTM", ["bt", "W", "R", "B"], ["Y"], hidden_size=h,
+                                name="lstm")]
+        weights = [("W", _rand(1, 4 * h, 16)), ("R", _rand(1, 4 * h, h)), ("B", _rand(1, 8 * h))]
+    else:
+        mid = [helper.make_node("FusedMatMul", ["bt", "W"], ["y3"], domain="com.microsoft",
+                                alpha=1.0, name="contrib"),
+               helper.make_node("Unsqueeze", ["y3", "ax"], ["Y"], name="unsq")]
+        weights = [("W", _rand(16, h))]
     nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"], name="mm1"),
              helper.make_node("Relu", ["a"], ["b"], name="relu1"),
              helper.make_node("Transpose", ["b"], ["bt"], perm=[1, 0, 2], name="tr"),
-             helper.make_node("LSTM", ["bt", "W", "R", "B"], ["Y"], hidden_size=h, name="lstm"),
+             *mid,
              helper.make_node("Squeeze", ["Y", "ax"], ["ys"], name="sq"),
              helper.make_node("MatMul", ["ys", "w2"], ["c"], name="mm2"),
              helper.make_node("Add", ["c", "bias"], ["d"], name="add"),
              helper.make_node("Sigmoid", ["d"], ["y"], name="sig")]
     inits = [numpy_helper.from_array(a, n) for n, a in [
-        ("w1", _rand(16, 16)), ("W", _rand(1, 4 * h, 16)), ("R", _rand(1, 4 * h, h)),
-        ("B", _rand(1, 8 * h)), ("ax", np.array([1], np.int64)), ("w2", _rand(h, 5)),
+        ("w1", _rand(16, 16)), *weights, ("ax", np.array([1], np.int64)), ("w2", _rand(h, 5)),
         ("bias", _rand(5))]]
     graph = helper.make_graph(nodes, "lstm_mid",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 1, 5])],
                               inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    if middle != "lstm":  # (onnx's shape inference does not know contrib operators)
+        graph.value_info.append(helper.make_tensor_value_info("y3", TensorProto.FLOAT,
+                                                              [8, 1, h]))
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    onnx.save(helper.make_model(graph, opset_imports=opsets), path)
     return path
 
 
@@ -216,20 +230,29 @@ def test_weights_live_in_the_library_and_the_fallback_file_only(tmp_path):
 
 
 def test_a_weight_onnxruntime_reads_too_stays_an_initializer(tmp_path):
-    """The LSTM's weights stay initializers for onnxruntime's LSTM; the islands' own weights
-    (the two MatMuls') leave the graph for the library and the fallback file."""
-    result, _ = check_three_ways(lstm_in_the_middle(tmp_path / "lstm.onnx"), tmp_path / "out")
+    """The contrib operator's weight stays an initializer for onnxruntime; the islands' own
+    weights (the two MatMuls') leave the graph for the library and the fallback file."""
+    result, _ = check_three_ways(lstm_in_the_middle(tmp_path / "m.onnx", "contrib"),
+                                 tmp_path / "out")
     model = onnx.load(str(result.model_path), load_external_data=False)
-    assert {t.name for t in model.graph.initializer} == {"W", "R", "B"}
+    assert {t.name for t in model.graph.initializer} == {"W"}
     island_inputs = {i for n in model.graph.node if n.domain == "ai.aotc.kernels"
                      for i in n.input}
     assert not island_inputs & {"w1", "w2", "W", "R", "B"}
 
 
-def test_an_lstm_stays_with_onnxruntime_between_two_islands(tmp_path):
-    result, _ = check_three_ways(lstm_in_the_middle(tmp_path / "lstm.onnx"), tmp_path / "out")
+def test_an_operator_aotc_does_not_compile_stays_with_onnxruntime_between_two_islands(tmp_path):
+    result, _ = check_three_ways(lstm_in_the_middle(tmp_path / "m.onnx", "contrib"),
+                                 tmp_path / "out")
     assert len(result.islands) == 2
-    assert [(node, op) for node, op, _ in result.left_out] == [("lstm", "LSTM")]
+    assert [(node, op) for node, op, _ in result.left_out] == [
+        ("contrib", "FusedMatMul")]
+
+
+def test_an_lstm_is_compiled_into_the_island(tmp_path):
+    result, _ = check_three_ways(lstm_in_the_middle(tmp_path / "lstm.onnx"), tmp_path / "out")
+    assert len(result.islands) == 1 and "LSTM" in result.islands[0][1]
+    assert result.left_out == []
 
 
 def test_a_data_dependent_shape_stays_with_onnxruntime(tmp_path):
@@ -242,10 +265,10 @@ def test_a_data_dependent_shape_stays_with_onnxruntime(tmp_path):
 
 
 def test_a_model_with_external_data(tmp_path):
-    """Weights in a data file beside the model (as the dynamo exporter writes them), the LSTM's
-    kept by onnxruntime, the MatMuls' compiled: the islands read the file relative to the model,
-    not to the working directory."""
-    inline = lstm_in_the_middle(tmp_path / "inline.onnx")
+    """Weights in a data file beside the model (as the dynamo exporter writes them), the
+    contrib operator's kept by onnxruntime, the MatMuls' compiled: the islands read the file
+    relative to the model, not to the working directory."""
+    inline = lstm_in_the_middle(tmp_path / "inline.onnx", "contrib")
     folder = tmp_path / "model"
     folder.mkdir()
     onnx.save(onnx.load(str(inline)), str(folder / "lstm.onnx"), save_as_external_data=True,
@@ -316,7 +339,7 @@ def test_islands_share_onnxruntime_threads_unless_the_session_config_gives_a_cou
     """By default the islands' loops run on onnxruntime's intra-op pool: the library starts no
     thread. "aotc.threads" = N gives the library one pool of N threads (N - 1 workers plus the
     caller) for all its islands, however many there are."""
-    original = lstm_in_the_middle(tmp_path / "lstm.onnx")  # two islands
+    original = lstm_in_the_middle(tmp_path / "m.onnx", "contrib")  # two islands
     result = emit_ort(original, tmp_path / "out", input_shapes=[], name="m")
     assert len(result.islands) == 2
     feed = random_inputs(original, seed=2)
@@ -352,12 +375,12 @@ def test_the_thread_count_entry_is_checked(tmp_path):
 
 
 def test_cli_reports_islands_and_what_was_left_out(tmp_path):
-    model = lstm_in_the_middle(tmp_path / "lstm.onnx")
+    model = lstm_in_the_middle(tmp_path / "m.onnx", "contrib")
     proc = subprocess.run([sys.executable, "-m", "aotc", "optimize", str(model), "-o",
                            str(tmp_path / "out"), "--emit", "ort", "--report"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert "model_island0" in proc.stdout and "LSTM" in proc.stdout
+    assert "model_island0" in proc.stdout and "FusedMatMul" in proc.stdout
     assert (tmp_path / "out" / "libaotc_model.so").is_file()
     # the folder's Makefile rebuilds the library from its sources
     (tmp_path / "out" / "libaotc_model.so").unlink()
