@@ -1,0 +1,518 @@
+"""The ONNX backend node tests (the cases whose generators the onnx wheel ships) through aotc.
+
+Run from the repository root:
+
+    python -m tests.conformance.runner                      # every case, in-process, a summary
+    python -m tests.conformance.runner --filter '^test_conv' -v   # some cases, one line each
+    python -m tests.conformance.runner --write-status --update-expected   # STATUS.md + list
+    python -m tests.conformance.runner --path c     # the full C path (~4 min on 2 cores; not in CI)
+
+Each case's graph inputs are bound to the shapes of its input arrays (inputs whose declared
+shape is already static are left alone), and the model goes through one of two paths:
+- `inprocess` (default; what test_conformance.py runs): frontend, passes and compiler
+  into a `Program` whose kernel object runs in this process (`tests/program_runner.py`);
+- `c`: `aotc optimize` into a bundle (`aotc.driver.optimize_model`), `make shared`, and the
+  bundle's `NAME_run_context` through ctypes (`aotc.package.loaded.LoadedBundle`).
+Outcomes: `pass` (every output's shape and dtype as expected, values within the case's
+rtol/atol as onnx's backend runner compares them: `np.testing.assert_allclose`, NaN positions
+equal; integers, bools and strings exactly), `refused` (an `AotcError`: its message's first
+line is the reason), `wrong` (a result that differs), `crash` (any other exception, a worker
+process that died, or a case past its time limit: each a bug in aotc).
+
+Cases run on `--jobs` worker processes (default: the number of cores), forked from this one
+after the cases are collected. A worker that runs past a case's time limit exits; a worker that
+dies takes the pool with it, so the cases it was running are run again alone to find the one
+that killed it, and the rest are resubmitted.
+`--write-status` writes STATUS.md (totals, refusal reasons grouped, one row per operator);
+`--update-expected` writes expected_passes.txt (with `--filter`: only the filtered cases'
+entries change), the list test_conformance.py holds aotc to. The command
+exits with 1 when a case is wrong or crashed or an expected pass no longer passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import multiprocessing
+import os
+import re
+import shlex
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+for _p in (str(ROOT / "tests"), str(ROOT)):
+    if _p not in sys.path:
+        sys.path.insert(0, _p)
+
+STATUS = HERE / "STATUS.md"
+EXPECTED = HERE / "expected_passes.txt"
+OUTCOMES = ("pass", "refused", "wrong", "crash")
+PATHS = ("inprocess", "c")
+# Seconds a case may take (compile + run) before it counts as a crash (a hang).
+TIME_LIMITS = {"inprocess": 120.0, "c": 600.0}
+
+
+@dataclass
+class Result:
+    name: str
+    outcome: str  # one of OUTCOMES
+    reason: str = ""  # refused: the AotcError's first line; wrong/crash: what went wrong
+    seconds: float = 0.0
+
+
+# -- the cases -------------------------------------------------------------------------------
+
+_CASES: dict[str, object] = {}  # name -> onnx's TestCase, filled before workers fork
+
+
+def collect(pattern: str | None = None) -> dict[str, object]:
+    """The node test cases by name (sorted), those whose name matches `pattern` (re.search)."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases()
+    regex = re.compile(pattern) if pattern else None
+    return {c.name: c for c in sorted(cases, key=lambda c: c.name)
+            if regex is None or regex.search(c.name)}
+
+
+def _base_name(name: str) -> str:
+    """A function-expanded case's name without its suffix (`_expanded`, `_expanded_ver18`)."""
+    return re.sub(r"_expanded(_ver\d+)?$", "", name)
+
+
+def operator_of(case, cases: dict[str, object] | None = None) -> str:
+    """The operator a case tests: its one node's (domain-qualified outside the default domain);
+    an expanded case (the function body of an operator) counts as its operator's."""
+    nodes = case.model.graph.node
+    if len(nodes) != 1 and cases is not None and _base_name(case.name) in cases:
+        nodes = cases[_base_name(case.name)].model.graph.node
+    if len(nodes) != 1:
+        return "(several nodes)"
+    node = nodes[0]
+    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+
+
+def _array(value):
+    """A data set entry as numpy (TensorProto and numpy scalars too); sequences stay lists."""
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list):
+        return [_array(v) for v in value]
+    return value if value is None else np.asarray(value)
+
+
+def case_data(case) -> tuple[list, list]:
+    """The case's (inputs, expected outputs), the first (and in onnx 1.23 only) data set."""
+    inputs, outputs = case.data_sets[0]
+    return [_array(x) for x in inputs], [_array(y) for y in outputs]
+
+
+def input_shapes(model: onnx.ModelProto, inputs: list) -> dict[str, tuple[int, ...]]:
+    """Shapes to bind: each graph input's array shape where the declared shape is not static."""
+    shapes = {}
+    for value, array in zip(model.graph.input, inputs, strict=False):
+        if not isinstance(array, np.ndarray):
+            continue  # a sequence or an optional: nothing to bind (aotc refuses them)
+        tensor = value.type.tensor_type
+        static = value.type.HasField("tensor_type") and tensor.HasField("shape") and all(
+            d.HasField("dim_value") for d in tensor.shape.dim)
+        if not static:
+            shapes[value.name] = tuple(array.shape)
+    return shapes
+
+
+# -- comparing -------------------------------------------------------------------------------
+
+def compare(got: list[np.ndarray], want: list, rtol: float, atol: float) -> str:
+    """'' when `got` matches the expected outputs as onnx's backend runner checks them, else
+    what differs first."""
+    if len(got) != len(want):
+        return f"{len(got)} outputs, expected {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        if not isinstance(w, np.ndarray):
+            return f"output {i}: expected a {type(w).__name__}, got an array"
+        if g.shape != w.shape:
+            return f"output {i}: shape {g.shape}, expected {w.shape}"
+        if g.dtype != w.dtype:
+            return f"output {i}: dtype {g.dtype}, expected {w.dtype}"
+        if w.dtype.kind in "biuUSO":
+            bad = int(np.count_nonzero(g != w))
+            if bad:
+                return f"output {i}: {bad} of {w.size} elements differ (exact comparison)"
+            continue
+        if w.dtype.kind not in "fc":  # ml_dtypes floats (bfloat16, fp8): as onnx's runner
+            g, w = g.astype(np.float32), w.astype(np.float32)
+        try:
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+        except AssertionError as e:
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            return f"output {i}: " + "; ".join(lines[1:4])
+    return ""
+
+
+def _bind_arrays(infos, model: onnx.ModelProto, inputs: list) -> tuple[list[np.ndarray], str]:
+    """The case's arrays in the order of the compiled inputs `infos` (name, dtype, shape), or
+    '' and what does not match (a compiled interface that differs from the model's)."""
+    from aotc.package.program import DTYPES
+
+    by_name = {v.name: a for v, a in zip(model.graph.input, inputs, strict=False)}
+    arrays = []
+    for info in infos:
+        if info.name not in by_name:
+            return [], f"compiled input '{info.name}' is not an input of the model"
+        a = by_name[info.name]
+        want = np.dtype(DTYPES[info.dtype][1])
+        if not isinstance(a, np.ndarray) or a.dtype != want or a.shape != tuple(info.shape):
+            return [], (f"compiled input '{info.name}' is {info.dtype}{list(info.shape)}, the "
+                        f"case's array {getattr(a, 'dtype', type(a).__name__)}"
+                        f"{list(getattr(a, 'shape', ()))}")
+        arrays.append(a)
+    return arrays, ""
+
+
+def _order_outputs(infos, model: onnx.ModelProto, got: list[np.ndarray]) -> list[np.ndarray]:
+    """Outputs in the model's order (by name; in the compiled order if names do not match)."""
+    names = [o.name for o in infos]
+    wanted = [o.name for o in model.graph.output]
+    if sorted(names) != sorted(wanted):
+        return got
+    return [got[names.index(n)] for n in wanted]
+
+
+# -- the two paths ---------------------------------------------------------------------------
+
+def _run_inprocess(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, str]:
+    from program_runner import compile_onnx, run_program
+
+    program = compile_onnx(case.model, input_shapes(case.model, inputs))
+    arrays, problem = _bind_arrays(program.inputs, case.model, inputs)
+    if problem:
+        return None, problem
+    return _order_outputs(program.outputs, case.model, run_program(program, arrays)), ""
+
+
+def _run_c(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, str]:
+    from aotc.driver import optimize_model
+    from aotc.package.build import build_bundle
+    from aotc.package.loaded import LoadedBundle
+
+    model_dir = workdir / "model"
+    model_dir.mkdir()
+    onnx.save(case.model, str(model_dir / "model.onnx"))
+    bundle = workdir / "bundle"
+    optimize_model(model_dir / "model.onnx", bundle,
+                   input_shapes=input_shapes(case.model, inputs))
+    build_bundle(bundle, target="shared")
+    loaded = LoadedBundle(bundle)
+    arrays, problem = _bind_arrays(loaded.inputs, case.model, inputs)
+    if problem:
+        return None, problem
+    with loaded:
+        loaded.create(1)
+        return _order_outputs(loaded.outputs, case.model, loaded.run(arrays)), ""
+
+
+RUNNERS: dict[str, Callable] = {"inprocess": _run_inprocess, "c": _run_c}
+
+
+def run_case(case, path: str = "inprocess") -> Result:
+    """One case through one path, classified (in this process, without a time limit)."""
+    from aotc.errors import AotcError
+
+    start = time.perf_counter()
+    try:
+        inputs, want = case_data(case)
+        with tempfile.TemporaryDirectory(prefix="aotc_conf_") as tmp:
+            got, problem = RUNNERS[path](case, inputs, Path(tmp))
+        if problem:
+            outcome, reason = "wrong", problem
+        else:
+            reason = compare(got, want, case.rtol, case.atol)
+            outcome = "wrong" if reason else "pass"
+    except AotcError as e:
+        outcome, reason = "refused", (e.message.strip().splitlines() or [""])[0].rstrip(":")
+    except Exception as e:  # noqa: BLE001 (anything else is a bug in aotc: a crash)
+        lines = str(e).strip().splitlines()
+        outcome, reason = "crash", f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+    return Result(case.name, outcome, reason, time.perf_counter() - start)
+
+
+# -- workers ---------------------------------------------------------------------------------
+
+_MARKS: Path | None = None  # a folder where a worker names the case it is running
+_PATH = "inprocess"
+_LIMIT = 0.0
+TIMEOUT_MARK = "timed out: "
+
+
+def _init_worker(marks: str, path: str, limit: float) -> None:
+    global _MARKS, _PATH, _LIMIT
+    _MARKS, _PATH, _LIMIT = Path(marks), path, limit
+
+
+def _timed_out(mark: Path, name: str) -> None:
+    mark.write_text(TIMEOUT_MARK + name)
+    os._exit(3)  # the case is stuck (in Python or in C): the worker goes, the pool breaks
+
+
+def _work(name: str) -> Result:
+    assert _MARKS is not None
+    mark = _MARKS / str(os.getpid())
+    mark.write_text(name)
+    watchdog = threading.Timer(_LIMIT, _timed_out, (mark, name))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        return run_case(_CASES[name], _PATH)
+    finally:
+        watchdog.cancel()
+        mark.unlink()
+
+
+def _batch(names: list[str], path: str, jobs: int, limit: float,
+           done: Callable[[Result], None]) -> dict[str, bool]:
+    """Runs `names` on a fresh pool, passing each result to `done`; returns the cases that were
+    running when a worker died, each with whether it had timed out."""
+    with tempfile.TemporaryDirectory(prefix="aotc_conf_marks_") as marks:
+        pool = ProcessPoolExecutor(max(1, min(jobs, len(names))),
+                                   mp_context=multiprocessing.get_context("fork"),
+                                   initializer=_init_worker, initargs=(marks, path, limit))
+        try:
+            futures = [pool.submit(_work, n) for n in names]
+            for future in as_completed(futures):
+                try:
+                    done(future.result())
+                except BrokenProcessPool:
+                    pass
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        interrupted = {}
+        for mark in Path(marks).iterdir():
+            text = mark.read_text()
+            timed_out = text.startswith(TIMEOUT_MARK)
+            interrupted[text.removeprefix(TIMEOUT_MARK)] = timed_out
+        return interrupted
+
+
+def run_cases(cases: dict[str, object], path: str = "inprocess", jobs: int | None = None,
+              limit: float | None = None,
+              progress: Callable[[Result, int, int], None] | None = None) -> dict[str, Result]:
+    """Every case on `jobs` forked workers, each within `limit` seconds; results by name."""
+    jobs = jobs or os.cpu_count() or 1
+    limit = limit or TIME_LIMITS[path]
+    _CASES.clear()
+    _CASES.update(cases)
+    results: dict[str, Result] = {}
+
+    def done(result: Result) -> None:
+        results[result.name] = result
+        if progress:
+            progress(result, len(results), len(cases))
+
+    queue = list(cases)
+    while queue:
+        before = len(results)
+        interrupted = _batch(queue, path, jobs, limit, done)
+        for name, timed_out in interrupted.items():
+            if timed_out:
+                done(Result(name, "crash", f"timed out after {limit:.0f} s", limit))
+        for name in (n for n, timed_out in interrupted.items() if not timed_out):
+            # one of these killed its worker: alone, the culprit dies again
+            again = _batch([name], path, 1, limit, done)
+            if name in again:
+                done(Result(name, "crash", f"timed out after {limit:.0f} s" if again[name]
+                            else "the worker process died (a signal or an exit)", limit))
+        queue = [n for n in queue if n not in results]
+        if queue and len(results) == before:
+            raise RuntimeError("the worker pool broke without finishing or naming a case")
+    return {n: results[n] for n in cases}
+
+
+# -- refusal groups, STATUS.md and the expected list -----------------------------------------
+
+# (group, pattern on the refusal's first line), the first that matches wins.
+REFUSAL_GROUPS = (
+    ("unsupported operator", r"operators aotc does not support"),
+    ("element type", r"element type|unsupported type:? tensor\(|"
+     r"\b(of|on) (b?float|u?int|bool)\w*( data)? is not supported"),
+    ("parameter given as a graph input", r"must be a constant|known at compile time|"
+     r"needs a constant"),
+    ("opset conversion", r"canonical opset"),
+    ("sequence or optional", r"is a (Sequence|Optional)\("),
+    ("shape known only at run time", r"depends on the input data|cannot infer the dtype and "
+     r"shape|is not static"),
+    ("attribute or mode not supported", r"is not supported"),
+    ("onnx shape inference failed", r"shape inference failed"),
+)
+
+
+def refusal_group(reason: str) -> str:
+    for group, pattern in REFUSAL_GROUPS:
+        if re.search(pattern, reason, re.IGNORECASE):
+            return group
+    return "other"
+
+
+def gist(reason: str) -> str:
+    """A reason with quoted names folded: for counting alike ones."""
+    return re.sub(r"(?<!\w)'[^']*'(?!\w)", "'…'", reason)
+
+
+def detail(reason: str) -> str:
+    """What a refusal is about within its group: the operators of an unsupported-operator
+    refusal, the type of an element-type one, else the reason with quoted names folded."""
+    group = refusal_group(reason)
+    ops = re.search(r"does not support \((.*)\)", reason)
+    if group == "unsupported operator" and ops:
+        return ops.group(1)
+    found = re.search(r"element type (\w+)|unsupported type:? tensor\((\w+)\)|"
+                      r"\b(?:of|on) (\w+)(?: data)? is not supported", reason)
+    if group == "element type" and found:
+        return next(g for g in found.groups() if g).upper()
+    return gist(reason)
+
+
+def short_reason(reason: str) -> str:
+    group = refusal_group(reason)
+    return f"{group}: {detail(reason)}" if group in ("unsupported operator", "element type") \
+        else detail(reason)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def status_text(results: dict[str, Result], cases: dict[str, object], path: str,
+                command: str) -> str:
+    totals = Counter(r.outcome for r in results.values())
+    n = len(results)
+    lines = [
+        "# ONNX backend node tests through aotc",
+        "",
+        f"Written by `{command}` on {datetime.date.today().isoformat()} with onnx "
+        f"{onnx.__version__}: {n} cases, path `{path}` (see tests/conformance/runner.py).",
+        "",
+        "| outcome | cases | % |",
+        "|---|---:|---:|",
+    ]
+    for outcome in OUTCOMES:
+        lines.append(f"| {outcome} | {totals[outcome]} | {100 * totals[outcome] / max(n, 1):.1f} |")
+    refused = [r for r in results.values() if r.outcome == "refused"]
+    groups = Counter(refusal_group(r.reason) for r in refused)
+    lines += ["", "## Refusals by reason", "", "| group | cases | most common reasons |",
+              "|---|---:|---|"]
+    for group, count in groups.most_common():
+        common = Counter(detail(r.reason) for r in refused if refusal_group(r.reason) == group)
+        most = 12 if group in ("unsupported operator", "element type") else 3
+        top = ", ".join(f"{_cell(g)} ({c})" for g, c in common.most_common(most))
+        lines.append(f"| {group} | {count} | {top}{', …' if len(common) > most else ''} |")
+    by_op: dict[str, list[Result]] = {}
+    for name, r in results.items():
+        by_op.setdefault(operator_of(cases[name], cases), []).append(r)
+    lines += ["", "## Per operator", "",
+              "Function-expanded cases (`*_expanded*`) count under their operator.", "",
+              "| operator | cases | passed | refused | wrong | crash | most common refusal |",
+              "|---|---:|---:|---:|---:|---:|---|"]
+    for op in sorted(by_op, key=lambda op: ("::" in op, op.lower())):
+        rs = by_op[op]
+        count = Counter(r.outcome for r in rs)
+        common = Counter(short_reason(r.reason) for r in rs
+                         if r.outcome == "refused").most_common(1)
+        reason = f"{_cell(common[0][0])} ({common[0][1]})" if common else ""
+        lines.append(f"| {op} | {len(rs)} | {count['pass']} | {count['refused']} | "
+                     f"{count['wrong']} | {count['crash']} | {reason} |")
+    bad = [r for r in results.values() if r.outcome in ("wrong", "crash")]
+    lines += ["", "## Wrong results and crashes", ""]
+    lines += [f"- `{r.name}` ({r.outcome}): {_cell(r.reason)}" for r in bad] or ["None."]
+    return "\n".join(lines) + "\n"
+
+
+def read_expected(path: Path = EXPECTED) -> list[str]:
+    if not path.exists():
+        return []
+    return [line.strip() for line in path.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def write_expected(results: dict[str, Result], path: Path = EXPECTED) -> list[str]:
+    """The passing cases among `results`, merged with the listed cases `results` does not hold."""
+    kept = {n for n in read_expected(path) if n not in results}
+    names = sorted(kept | {n for n, r in results.items() if r.outcome == "pass"})
+    path.write_text("# ONNX node test cases that pass in-process; written by "
+                    "`python -m tests.conformance.runner --update-expected`\n"
+                    + "".join(f"{n}\n" for n in names))
+    return names
+
+
+def regressions(results: dict[str, Result], expected: Iterable[str]) -> list[Result]:
+    """Expected passes among `results` that did not pass."""
+    return [results[n] for n in expected if n in results and results[n].outcome != "pass"]
+
+
+# -- command line ----------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--path", choices=PATHS, default="inprocess")
+    parser.add_argument("--filter", metavar="REGEX", help="only cases whose name matches")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--timeout", type=float, help="seconds per case (default: "
+                        + ", ".join(f"{p} {s:.0f}" for p, s in TIME_LIMITS.items()) + ")")
+    parser.add_argument("--write-status", action="store_true", help=f"write {STATUS.name}")
+    parser.add_argument("--update-expected", action="store_true",
+                        help=f"write {EXPECTED.name} (in-process path only)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="a line per case")
+    args = parser.parse_args(argv)
+    if args.write_status and args.filter:
+        parser.error("--write-status covers every case: run it without --filter")
+    if args.update_expected and args.path != "inprocess":
+        parser.error("--update-expected lists the in-process passes (the test's path)")
+
+    started = time.monotonic()
+    cases = collect(args.filter)
+
+    def progress(r: Result, k: int, n: int) -> None:
+        if args.verbose:
+            print(f"[{k}/{n}] {r.name}: {r.outcome} {r.reason} ({r.seconds:.1f} s)", flush=True)
+        elif k % 100 == 0 or k == n:
+            print(f"{k}/{n} cases", file=sys.stderr, flush=True)
+
+    results = run_cases(cases, args.path, args.jobs, args.timeout, progress)
+    totals = Counter(r.outcome for r in results.values())
+    print(" ".join(f"{o} {totals[o]}" for o in OUTCOMES)
+          + f" of {len(results)} ({time.monotonic() - started:.0f} s)")
+    failed = regressions(results, read_expected()) if args.path == "inprocess" else []
+    for r in failed:
+        print(f"expected to pass: {r.name}: {r.outcome}: {r.reason}")
+    bad = [r for r in results.values() if r.outcome in ("wrong", "crash")]
+    for r in bad:
+        print(f"{r.outcome}: {r.name}: {r.reason}")
+    if args.write_status:
+        command = "python -m tests.conformance.runner " + shlex.join(argv or sys.argv[1:])
+        STATUS.write_text(status_text(results, cases, args.path, command.strip()))
+        print(f"wrote {STATUS.relative_to(ROOT)}")
+    if args.update_expected:
+        names = write_expected(results)
+        print(f"wrote {EXPECTED.relative_to(ROOT)} ({len(names)} cases)")
+    return 1 if failed or bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

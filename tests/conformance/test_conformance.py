@@ -1,0 +1,71 @@
+"""The ONNX backend node tests in-process (tests/conformance/runner.py): every case runs, on a
+pool of one worker process per core, inside one test (faster than a test per case: the cases
+are collected once and the pool keeps every core busy even without pytest-xdist). It fails
+listing each case of expected_passes.txt that no longer passes (refused, wrong or crashed), and
+each wrong result or crash among all the cases. A case that starts passing fails nothing:
+`python -m tests.conformance.runner --update-expected` adds it to the list."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import runner  # noqa: E402
+
+
+def test_node_tests_pass_as_expected() -> None:
+    cases = runner.collect()
+    expected = runner.read_expected()
+    assert len(expected) > 500, "expected_passes.txt is missing or was emptied"
+    vanished = [n for n in expected if n not in cases]
+    if vanished:  # another onnx version: renamed or removed cases are not aotc's doing
+        warnings.warn(f"{len(vanished)} expected passes are not node tests of onnx "
+                      f"{runner.onnx.__version__}: {', '.join(vanished[:10])}", stacklevel=1)
+    results = runner.run_cases(cases, "inprocess")
+    problems = [f"expected to pass: {r.name}: {r.outcome}: {r.reason}"
+                for r in runner.regressions(results, expected)]
+    listed = set(expected)
+    problems += [f"{r.outcome}: {r.name}: {r.reason}" for r in results.values()
+                 if r.outcome in ("wrong", "crash") and r.name not in listed]
+    assert not problems, f"{len(problems)} node test case(s):\n" + "\n".join(problems)
+
+
+def test_runner_names_the_case_that_killed_or_stalled_its_worker(monkeypatch) -> None:
+    cases = runner.collect("^test_(abs|neg|relu|sigmoid)$")
+
+    def fragile(case, inputs, workdir):
+        if case.name == "test_neg":
+            os._exit(11)  # as a kernel that segfaults would take the worker down
+        if case.name == "test_relu":
+            time.sleep(60)
+        return runner.RUNNERS["inprocess"](case, inputs, workdir)
+
+    monkeypatch.setitem(runner.RUNNERS, "fragile", fragile)
+    results = runner.run_cases(cases, "fragile", jobs=2, limit=5)
+    assert {n: r.outcome for n, r in results.items()} == {
+        "test_abs": "pass", "test_neg": "crash", "test_relu": "crash", "test_sigmoid": "pass"}
+    assert "died" in results["test_neg"].reason
+    assert "timed out" in results["test_relu"].reason
+
+
+def test_compare_follows_onnx_backend_runner() -> None:
+    f = np.array([1.0, np.nan, 3.0], np.float32)
+    assert runner.compare([f], [f.copy()], 1e-3, 1e-7) == ""
+    assert "output 0" in runner.compare([f + 0.01], [f], 1e-3, 1e-7)
+    assert runner.compare([np.array([1.0, 2.0, 3.0], np.float32)], [f], 1e-3, 1e-7)  # NaN
+    assert "dtype" in runner.compare([f.astype(np.float64)], [f], 1e-3, 1e-7)
+    assert "shape" in runner.compare([f[:2]], [f], 1e-3, 1e-7)
+    i = np.array([1, 2, 3], np.int64)
+    assert "differ" in runner.compare([i + np.array([0, 0, 1])], [i], 1.0, 1.0)  # exact
+    assert runner.compare([i], [i, i], 1e-3, 1e-7).startswith("1 outputs")
+    assert runner.refusal_group("1 node(s) use operators aotc does not support (Mod)") == \
+        "unsupported operator"
+    assert runner.refusal_group("starts must be a constant (known at compile time)") == \
+        "parameter given as a graph input"
