@@ -208,6 +208,22 @@ def test_larger_hidden_sizes_and_batches(op):
     check(op, steps=7, batch=2, size=24, hidden=70, direction="forward", scale=0.15)
 
 
+@pytest.mark.parametrize("op, direction", [("LSTM", "forward"), ("GRU", "bidirectional")])
+def test_batch_split_over_cores(op, direction):
+    """Compiled for 4 cores, the batch is split into chunks (of uneven size) that run as
+    iterations of the parallel loop; the outputs are those of the one-core kernel, bit for bit,
+    and onnxruntime's."""
+    model, feeds = case(op, steps=12, batch=5, size=24, hidden=70, direction=direction,
+                        lens=[12, 3, 0, 7, 12], scale=0.15)
+    graph = load_graph(model)
+    host = host_target()
+    runs = [run_program(compile_model(graph, host.with_machine(host.machine.with_cores(n))),
+                        feeds) for n in (1, 4)]
+    for one, four, want in zip(*runs, ort_outputs(model, feeds), strict=True):
+        np.testing.assert_array_equal(four, one)
+        assert_close(four, want)
+
+
 def test_lstm_between_other_ops():
     """A bidirectional LSTM over a batch-first sequence, as exporters write it: Transpose,
     LSTM, Transpose, Reshape, MatMul, Relu."""

@@ -5,15 +5,14 @@
    template, with constant weights packed at compile time); its knobs are this space's knobs.
 2. The recurrence, a nest this template writes: an outer loop over (direction, batch chunk),
    parallel when the work is worth it, then per chunk: the states set from the initial states,
-   a serial loop over the time steps running the step's phases for each batch row of the chunk,
-   and the final states copied out. A `MatVec` phase is an axpy-form product over the
-   recurrent weights transposed (`RT[d, k, row]`, transposed at compile time when they are
-   constant, else by a first stage of the kernel): for each block of rows, for each k (four
-   at a time), for each batch row of the chunk, `out[row] += src[k] * RT[k, row]` vectorised
-   along the rows, so a block of RT is read from L1 once per batch row and from memory once
-   per step and chunk. A `Pointwise` phase is one vectorised loop over the hidden units per
-   batch row. Nothing is allocated per step: states and temporaries live in scratch buffers
-   `[D, B, n]`.
+   a serial loop over the time steps running the step's phases for the batch rows of the chunk,
+   and the final states copied out. A `MatVec` phase is a small GEMM, (batch rows of the chunk)
+   x H times H x (rows), on the GEMM micro-kernel (`lowering/intrinsics.py`): the recurrent
+   weights are packed into its panels (`Panels`: at compile time when they are constant, else
+   by a first stage of the kernel), the accumulators stay in registers over the whole k loop,
+   and the batch rows' tiles are the inner loop, so a panel is read from memory once per step
+   and chunk. A `Pointwise` phase is one vectorised loop over the hidden units per batch row.
+   Nothing is allocated per step: states and temporaries live in scratch buffers `[D, B, n]`.
 
 Chunks split only the batch: each output element is computed by the same operations in the
 same order whatever the chunking, so results do not depend on the core count compiled for.
@@ -27,17 +26,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from lowering import te
-from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
+from lowering.intrinsics import GemmBlock
+from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
 from lowering.lower import stages_of
 from lowering.machine import Target
 from lowering.recurrence import MatVec, Pointwise, Recurrence, RecurrenceOutput, recurrence_of
 from lowering.schedule import map_loads
 from lowering.search.space import BuiltKernel, Config, ScheduleSpace
+from lowering.tensorize import epilogue_args
 
 # the recurrence's outer loop is parallel from this many multiply-adds (all steps) on
 PARALLEL_MIN_WORK = 1 << 20
-ROW_BLOCK = 256  # rows of a MatVec accumulated together (a block of RT rows stays in L1)
-K_UNROLL = 4  # k steps per update of the accumulators
+MAX_NV = 6  # widest register block (vectors of a row) a MatVec's micro-kernel may take
 
 I64 = "int64"
 
@@ -72,6 +72,21 @@ class RecurrentSpace(ScheduleSpace):
         self.proj_space = space_for([self.inputs[i] for i in self.proj_inputs], [rec.proj],
                                     [self.consts[i] for i in self.proj_inputs], target)
         self.knobs = list(self.proj_space.knobs)
+        self.chunks, self.per_chunk, self.outer = self._chunks()
+        self.panels = Panels(rec, target, self.per_chunk)
+
+    def _chunks(self) -> tuple[int, int, str]:
+        """(chunks of the batch, rows per chunk, the outer loop's kind)."""
+        rec = self.rec
+        cores = self.target.machine.cores
+        rows = sum(p.out.shape[0] for p in rec.phases if isinstance(p, MatVec))
+        work = rec.steps * rec.batch * rec.directions * rec.hidden * max(rows, 1)
+        if cores <= 1 or work < PARALLEL_MIN_WORK:
+            return 1, rec.batch, "serial"
+        n = min(rec.batch, max(1, cores // rec.directions))
+        per = math.ceil(rec.batch / n)
+        n = math.ceil(rec.batch / per)
+        return n, per, "parallel" if n * rec.directions > 1 else "serial"
 
     def canonical(self, config: Config) -> Config:
         return self.proj_space.canonical(config)
@@ -118,9 +133,8 @@ class _Builder:
                 if j in sub.const_transforms:
                     transforms[i] = sub.const_transforms[j]
             elif t is rec.weights and s.consts[i] is not None:
-                d, rows, h = t.shape
-                b = Buffer("w", t.dtype, (d, h, rows), "input")
-                transforms[i] = _transpose_weights
+                b = Buffer("w", t.dtype, (t.shape[0], s.panels.size), "input")
+                transforms[i] = s.panels.pack
             else:
                 b = Buffer("x", t.dtype, t.shape, "input")
             inputs.append(b)
@@ -135,11 +149,10 @@ class _Builder:
         w_index = next(i for i, t in enumerate(s.inputs) if t is rec.weights)
         if w_index in transforms:
             self.rt = inputs[w_index]
-        else:  # weights computed at run time: transposed by the kernel
-            d, rows, h = rec.weights.shape
-            self.rt = Buffer("rt", rec.weights.dtype, (d, h, rows), "scratch")
+        else:  # weights computed at run time: packed by the kernel
+            self.rt = Buffer("rt", "float32", (rec.directions, s.panels.size), "scratch")
             scratch.append(self.rt)
-            stages.append(_transpose_stage(inputs[w_index], self.rt))
+            stages.append(s.panels.pack_stage(inputs[w_index], self.rt))
         nd, nb = rec.directions, rec.batch
         for v in [*(st.vec for st in rec.states), *rec.temps]:
             b = Buffer("v", "float32", (nd, nb, v.shape[0]), "scratch")
@@ -155,23 +168,9 @@ class _Builder:
         return BuiltKernel(Kernel(name, buffers, stages), transforms)
 
     # the recurrence nest ------------------------------------------------------------------
-    def _chunks(self) -> tuple[int, int, str]:
-        """(chunks of the batch, rows per chunk, the outer loop's kind)."""
-        rec = self.rec
-        cores = self.s.target.machine.cores
-        rows = sum(p.out.shape[0] for p in rec.phases if isinstance(p, MatVec))
-        work = rec.steps * rec.batch * rec.directions * rec.hidden * max(rows, 1)
-        if cores <= 1 or work < PARALLEL_MIN_WORK:
-            return 1, rec.batch, "serial"
-        n = min(rec.batch, max(1, cores // rec.directions))
-        per = math.ceil(rec.batch / n)
-        n = math.ceil(rec.batch / per)
-        kind = "parallel" if n * rec.directions > 1 else "serial"
-        return n, per, kind
-
     def _recurrence(self, outputs: list[Buffer]) -> Stmt:
         rec = self.rec
-        n_chunks, per, kind = self._chunks()
+        n_chunks, per, kind = self.s.chunks, self.s.per_chunk, self.s.outer
         p = te.Var("p")
         self.d: te.Expr = p // n_chunks if n_chunks > 1 else p
         chunk = p % n_chunks if n_chunks > 1 else _c(0)
@@ -259,38 +258,25 @@ class _Builder:
         return self._batch_loop(inner)
 
     def _matvec(self, ph: MatVec) -> Stmt:
-        rec = self.rec
+        """Micro-kernel calls: tiles of (batch rows of the chunk) x (rows of the product), the
+        batch rows inner, so that a panel of the weights is read from cache for all of them."""
+        rec, panels = self.rec, self.s.panels
+        blk = panels.blocks[id(ph)]
         n, h = ph.out.shape[0], rec.hidden
-        rows_total = rec.weights.shape[1]
-        out = self.buf[id(ph.out)]
-        out_row = self._row(ph.out)
-        block = min(n, ROW_BLOCK)
-        ib, i, k = te.Var("ib"), te.Var("i"), te.Var("k")
-        lo = ib * block
-        hi = te.minimum(lo + block, _c(n)) if n % block else lo + block
-
-        def rows(body: Stmt) -> Stmt:
-            return self._batch_loop(For(i, hi, self._vec(block), body, start=lo))
-
-        def term(kk: te.Expr) -> te.Expr:
-            src = self._vec_load(ph.src, kk)
-            w = BufLoad(self.rt, (self.d * h + kk) * rows_total + ph.first_row + i)
-            return src * w
-
-        zero = Store(out, out_row + i, te.Const(0.0, "float32"))
-        parts: list[Stmt] = [rows(zero)]
-        full = h // K_UNROLL
-        if full:
-            acc: te.Expr = BufLoad(out, out_row + i)
-            for u in range(K_UNROLL):
-                acc = acc + term(k * K_UNROLL + u)
-            parts.append(For(k, _c(full), "serial", rows(Store(out, out_row + i, acc))))
-        if h % K_UNROLL:
-            k2 = te.Var("k")
-            acc2 = BufLoad(out, out_row + i) + term(k2)
-            body = rows(Store(out, out_row + i, acc2))
-            parts.append(For(k2, _c(h), "serial", body, start=_c(full * K_UNROLL)))
-        return For(ib, _c(math.ceil(n / block)), "serial", Seq(parts))
+        out, src = self.buf[id(ph.out)], self.buf[id(ph.src)]
+        jt, bt = te.Var("jt"), te.Var("bt")
+        b0 = self.lo + bt * blk.mr
+        m_valid = te.minimum(self.hi - b0, _c(blk.mr))
+        n_valid = te.minimum(_c(n) - jt * blk.nr, _c(blk.nr)) if n % blk.nr else _c(blk.nr)
+        src_row = (self.d * rec.batch + b0) * h
+        out_row = (self.d * rec.batch + b0) * n + jt * blk.nr
+        panel = self.d * panels.size + panels.offset[id(ph)] + jt * (h * blk.nr)
+        call = Call(blk.routine, [
+            BufPtr(src, src_row), _c(h), _c(1), BufPtr(self.rt, panel), _c(blk.nr),
+            BufPtr(out, out_row), _c(n), _c(h), m_valid, n_valid, _c(0), _c(0),
+            *epilogue_args(out)])
+        tiles = For(bt, _c(math.ceil(self.s.per_chunk / blk.mr)), "serial", call)
+        return For(jt, _c(math.ceil(n / blk.nr)), "serial", tiles)
 
     def _state_index(self, j: te.Expr) -> te.Expr:
         """Flat index into a [D, B, H] / [B, D, H] (batch_major) tensor."""
@@ -350,13 +336,70 @@ def _store_order(ph: Pointwise) -> list[tuple[te.Tensor, te.Expr]]:
     return order
 
 
-def _transpose_weights(w: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(w).transpose(0, 2, 1))
+class Panels:
+    """The recurrent weights as the MatVec phases' micro-kernels read them: per direction, per
+    phase, per tile of NR rows, `[H][NR]` (row k of the tile's rows, zero past the phase's
+    rows). Each phase's register block (`blocks`) is chosen for the batch rows of a chunk."""
+
+    def __init__(self, rec: Recurrence, target: Target, batch_rows: int) -> None:
+        self.rec = rec
+        self.blocks: dict[int, GemmBlock] = {}
+        self.offset: dict[int, int] = {}
+        self.phases = [p for p in rec.phases if isinstance(p, MatVec)]
+        size = 0
+        for ph in self.phases:
+            blk = _block(batch_rows, ph.out.shape[0], target)
+            self.blocks[id(ph)] = blk
+            self.offset[id(ph)] = size
+            size += math.ceil(ph.out.shape[0] / blk.nr) * rec.hidden * blk.nr
+        self.size = max(size, 1)
+
+    def pack(self, w: np.ndarray) -> np.ndarray:
+        """The packed panels `[D, size]` of weights `[D, rows, H]` (a constant)."""
+        w = np.asarray(w, dtype=np.float32)
+        nd, _, h = w.shape
+        out = np.zeros((nd, self.size), np.float32)
+        for ph in self.phases:
+            blk, n = self.blocks[id(ph)], ph.out.shape[0]
+            tiles = math.ceil(n / blk.nr)
+            rows = np.zeros((nd, tiles * blk.nr, h), np.float32)
+            rows[:, :n] = w[:, ph.first_row:ph.first_row + n]
+            # [d, tile, jj, k] -> [d, tile, k, jj]
+            panel = rows.reshape(nd, tiles, blk.nr, h).transpose(0, 1, 3, 2)
+            off = self.offset[id(ph)]
+            out[:, off:off + panel[0].size] = panel.reshape(nd, -1)
+        return out
+
+    def pack_stage(self, src: Buffer, dst: Buffer) -> Stmt:
+        """The same packing as a loop nest, for weights computed at run time."""
+        nd, rows, h = src.shape
+        d, t, k, jj = te.Var("d"), te.Var("t"), te.Var("k"), te.Var("jj")
+        nests: list[Stmt] = []
+        for ph in self.phases:
+            blk, n = self.blocks[id(ph)], ph.out.shape[0]
+            row = t * blk.nr + jj
+            value = te.select(te.lt(row, _c(n)), BufLoad(
+                src, (d * rows + ph.first_row + te.minimum(row, _c(n - 1))) * h + k),
+                te.Const(0.0, "float32"))
+            at = d * self.size + self.offset[id(ph)] + (t * h + k) * blk.nr + jj
+            nest = For(k, _c(h), "serial", For(jj, _c(blk.nr), "serial", Store(dst, at, value)))
+            nests.append(For(t, _c(math.ceil(n / blk.nr)), "serial", nest))
+        return For(d, _c(nd), "serial", Seq(nests))
 
 
-def _transpose_stage(src: Buffer, dst: Buffer) -> Stmt:
-    """dst[d, k, r] = src[d, r, k]."""
-    nd, rows, h = src.shape
-    d, r, k = te.Var("d"), te.Var("r"), te.Var("k")
-    store = Store(dst, (d * h + k) * rows + r, BufLoad(src, (d * rows + r) * h + k))
-    return For(d, _c(nd), "serial", For(k, _c(h), "serial", For(r, _c(rows), "serial", store)))
+def _block(m: int, n: int, target: Target) -> GemmBlock:
+    """The register block for an (m batch rows) x (n rows) product: the fewest cycles by a
+    rough count (per k step of a tile: its FMAs, its B vectors, its A broadcasts)."""
+    lanes, regs = target.vector_lanes_f32, target.vector_registers
+    best: tuple[float, GemmBlock] | None = None
+    for nv in range(1, MAX_NV + 1):
+        top = min(16, (regs - nv - 1) // nv)
+        if top < 1:
+            continue
+        tiles_m = math.ceil(m / top)
+        mr = math.ceil(m / tiles_m)  # the same tiles, rows spread evenly
+        cycles = tiles_m * math.ceil(n / (nv * lanes)) * (mr * nv + nv + mr)
+        if best is None or cycles < best[0]:
+            best = (cycles, GemmBlock(mr, nv, lanes))
+    assert best is not None
+    return best[1]
