@@ -247,6 +247,39 @@ def test_lstm_between_other_ops():
     check_model(model, [rand(b, t, f)])
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_pytorch_export(dynamo, tmp_path):
+    """PyTorch 2.13's exporters (TorchScript and dynamo) on a 2-layer bidirectional batch-first
+    LSTM feeding a GRU and a Linear: the same outputs as the module."""
+    torch = pytest.importorskip("torch")
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = torch.nn.LSTM(16, 24, num_layers=2, batch_first=True, bidirectional=True)
+            self.gru = torch.nn.GRU(48, 20, batch_first=True)
+            self.fc = torch.nn.Linear(20, 5)
+
+        def forward(self, x):
+            y, _ = self.lstm(x)
+            z, h = self.gru(y)
+            return self.fc(z[:, -1]), h
+
+    torch.manual_seed(0)
+    net, x = Net().eval(), torch.randn(3, 7, 16)
+    path = tmp_path / "rnn.onnx"
+    torch.onnx.export(net, (x,), str(path), dynamo=dynamo, input_names=["x"],
+                      **({} if dynamo else {"dynamic_axes": {"x": {0: "batch"}}}))
+    model = onnx.load(str(path))
+    assert {"LSTM", "GRU"} <= {n.op_type for n in model.graph.node}
+    got = run_program(compile_onnx(model, {"x": (3, 7, 16)}), [x.numpy()])
+    with torch.no_grad():
+        want = [t.numpy() for t in net(x)]
+    for g, w in zip(got, want, strict=True):
+        assert_close(g, w)
+
+
 # ONNX backend node tests ------------------------------------------------------------------------
 
 def _node_cases() -> list:
