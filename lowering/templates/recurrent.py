@@ -131,6 +131,9 @@ class _Builder:
                 j = s.proj_inputs.index(i)
                 b = k1.buffers[j]
                 if j in sub.const_transforms:
+                    if any(t is x for x in rec.inputs()):  # the step would read it re-laid out
+                        raise ValueError(f"input {i} is packed for the projection and read by "
+                                         "the recurrence")
                     transforms[i] = sub.const_transforms[j]
             elif t is rec.weights and s.consts[i] is not None:
                 b = Buffer("w", t.dtype, (t.shape[0], s.panels.size), "input")
