@@ -262,9 +262,12 @@ _LIMIT = 0.0
 TIMEOUT_MARK = "timed out: "
 
 
-def _init_worker(marks: str, path: str, limit: float) -> None:
+def _init_worker(marks: str, scratch: str, path: str, limit: float) -> None:
     global _MARKS, _PATH, _LIMIT
     _MARKS, _PATH, _LIMIT = Path(marks), path, limit
+    # a worker's temporary files (its own, the compiler's, cc's) go in the run's scratch
+    # folder, removed at the end even when a dead worker left them behind
+    tempfile.tempdir = os.environ["TMPDIR"] = scratch
 
 
 def _timed_out(mark: Path, name: str) -> None:
@@ -286,29 +289,28 @@ def _work(name: str) -> Result:
         mark.unlink()
 
 
-def _batch(names: list[str], path: str, jobs: int, limit: float,
+def _batch(names: list[str], path: str, jobs: int, limit: float, scratch: str,
            done: Callable[[Result], None]) -> dict[str, bool]:
     """Runs `names` on a fresh pool, passing each result to `done`; returns the cases that were
     running when a worker died, each with whether it had timed out."""
-    with tempfile.TemporaryDirectory(prefix="aotc_conf_marks_") as marks:
-        pool = ProcessPoolExecutor(max(1, min(jobs, len(names))),
-                                   mp_context=multiprocessing.get_context("fork"),
-                                   initializer=_init_worker, initargs=(marks, path, limit))
-        try:
-            futures = [pool.submit(_work, n) for n in names]
-            for future in as_completed(futures):
-                try:
-                    done(future.result())
-                except BrokenProcessPool:
-                    pass
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        interrupted = {}
-        for mark in Path(marks).iterdir():
-            text = mark.read_text()
-            timed_out = text.startswith(TIMEOUT_MARK)
-            interrupted[text.removeprefix(TIMEOUT_MARK)] = timed_out
-        return interrupted
+    marks = tempfile.mkdtemp(prefix="marks_", dir=scratch)
+    pool = ProcessPoolExecutor(max(1, min(jobs, len(names))),
+                               mp_context=multiprocessing.get_context("fork"),
+                               initializer=_init_worker, initargs=(marks, scratch, path, limit))
+    try:
+        futures = [pool.submit(_work, n) for n in names]
+        for future in as_completed(futures):
+            try:
+                done(future.result())
+            except BrokenProcessPool:
+                pass
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    interrupted = {}
+    for mark in Path(marks).iterdir():
+        text = mark.read_text()
+        interrupted[text.removeprefix(TIMEOUT_MARK)] = text.startswith(TIMEOUT_MARK)
+    return interrupted
 
 
 def run_cases(cases: dict[str, object], path: str = "inprocess", jobs: int | None = None,
@@ -327,21 +329,22 @@ def run_cases(cases: dict[str, object], path: str = "inprocess", jobs: int | Non
             progress(result, len(results), len(cases))
 
     queue = list(cases)
-    while queue:
-        before = len(results)
-        interrupted = _batch(queue, path, jobs, limit, done)
-        for name, timed_out in interrupted.items():
-            if timed_out:
-                done(Result(name, "crash", f"timed out after {limit:.0f} s", limit))
-        for name in (n for n, timed_out in interrupted.items() if not timed_out):
-            # one of these killed its worker: alone, the culprit dies again
-            again = _batch([name], path, 1, limit, done)
-            if name in again:
-                done(Result(name, "crash", f"timed out after {limit:.0f} s" if again[name]
-                            else "the worker process died (a signal or an exit)", limit))
-        queue = [n for n in queue if n not in results]
-        if queue and len(results) == before:
-            raise RuntimeError("the worker pool broke without finishing or naming a case")
+    with tempfile.TemporaryDirectory(prefix="aotc_conf_") as scratch:
+        while queue:
+            before = len(results)
+            interrupted = _batch(queue, path, jobs, limit, scratch, done)
+            for name, timed_out in interrupted.items():
+                if timed_out:
+                    done(Result(name, "crash", f"timed out after {limit:.0f} s", limit))
+            for name in (n for n, timed_out in interrupted.items() if not timed_out):
+                # one of these killed its worker: alone, the culprit dies again
+                again = _batch([name], path, 1, limit, scratch, done)
+                if name in again:
+                    done(Result(name, "crash", f"timed out after {limit:.0f} s" if again[name]
+                                else "the worker process died (a signal or an exit)", limit))
+            queue = [n for n in queue if n not in results]
+            if queue and len(results) == before:
+                raise RuntimeError("the worker pool broke without finishing or naming a case")
     return {n: results[n] for n in cases}
 
 
