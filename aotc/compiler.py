@@ -23,7 +23,7 @@ from lowering import te
 from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
-from lowering.ops import OPS, Alias, OpContext
+from lowering.ops import OPS, Alias, OpContext, run_op
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
@@ -33,6 +33,8 @@ from targets.cpu.target import CpuTarget
 DTYPE_NAMES: dict[ir.DataType, str] = {
     ir.DataType.FLOAT: "float32",
     ir.DataType.DOUBLE: "float64",
+    ir.DataType.FLOAT16: "float16",
+    ir.DataType.BFLOAT16: "bfloat16",
     ir.DataType.INT64: "int64",
     ir.DataType.INT32: "int32",
     ir.DataType.INT16: "int16",
@@ -226,7 +228,7 @@ class _Compiler:
         ctx = self.context(node)
         function = function_of(self.functions, node)
         if function is None:
-            return ctx, OPS[node.op_type](ctx)
+            return ctx, run_op(ctx)
         return ctx, lower_fused(ctx, function, lambda n, ins, cs, label: self.context(
             n, (ins, cs), label))
 

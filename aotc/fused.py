@@ -20,7 +20,7 @@ import onnx_ir as ir
 
 from aotc.passes.fused_function import DOMAIN
 from lowering import te
-from lowering.ops import OPS, Alias, OpContext
+from lowering.ops import Alias, OpContext, run_op
 
 # An intermediate read more than once stays a stage when its expression is bigger than this.
 MAX_DUPLICATED_EXPR = 48
@@ -49,7 +49,7 @@ def lower_fused(ctx: OpContext, function: ir.Function,
         label = f"{ctx.node}/{node.name or node.op_type}"
         inner = make_context(node, [None if v is None else tensors[id(v)] for v in node.inputs],
                              [None if v is None else consts[id(v)] for v in node.inputs], label)
-        outs = OPS[node.op_type](inner)
+        outs = run_op(inner)
         if len(outs) != len(node.outputs):
             raise inner.error(f"definition gave {len(outs)} outputs, the node has "
                               f"{len(node.outputs)}")
@@ -93,6 +93,9 @@ def _compose(results: list[te.Tensor], outputs: set[int]) -> dict[int, te.Tensor
                 assert t.op is not None
                 return te.substitute(bodies[id(t)], {
                     ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)})
+            if t.op is not None and t.op.inline:  # a view run_op made (float16 as float32)
+                return substituted(te.substitute(t.op.body, {
+                    ax.var: i for ax, i in zip(t.op.axes, idx, strict=True)}))
             return te.Load(t, idx)
         return _rebuild(e, [substituted(c) for c in te.children(e)])
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 import onnx
 
@@ -48,7 +49,7 @@ def random_inputs(specs: list[dict], model: onnx.ModelProto, rng: np.random.Gene
     for s in specs:
         dt = s["dtype"]
         shape = tuple(s["shape"])
-        if dt in ("float32", "float64"):
+        if dt in ("float32", "float64", "float16", "bfloat16"):
             arrays.append(rng.standard_normal(shape).astype(NP_DTYPES[dt]))
         elif dt == "bool":
             arrays.append(rng.random(shape) < 0.5)
@@ -87,9 +88,14 @@ def ort_run(model: onnx.ModelProto, names: list[str], arrays: list[np.ndarray],
 
 
 def compare(got: np.ndarray, want: np.ndarray, tol: float) -> tuple[float, float, bool]:
-    """(max abs error, scale, ok): ok when error ≤ tol·max(1, max|want|) and non-finites agree."""
+    """(max abs error, scale, ok): ok when error ≤ tol·max(1, max|want|) and non-finites agree;
+    for float16/bfloat16 outputs tol is at least 8 units of the type's last place (sums of
+    products, added in another order than onnxruntime's, round differently)."""
     if got.shape != want.shape:
         return float("inf"), 0.0, False
+    if want.itemsize == 2 and want.dtype.kind not in "iu":
+        tol = max(tol, 8 * float(ml_dtypes.finfo(want.dtype).eps))
+        got, want = got.astype(np.float32), want.astype(np.float32)
     if want.dtype.kind in "biu":
         diff = np.abs(got.astype(np.int64) - want.astype(np.int64))
         err = float(diff.max()) if diff.size else 0.0

@@ -173,6 +173,9 @@ def divides(s: Stmt, v: te.Var) -> bool:
     return found
 
 
+_CONST_SUFFIX = {"float32": "f", "float16": "h", "bfloat16": "bf"}
+
+
 def format_expr(e: te.Expr, names: Names = None) -> str:
     def f(x: te.Expr) -> str:
         return format_expr(x, names)
@@ -180,7 +183,7 @@ def format_expr(e: te.Expr, names: Names = None) -> str:
     if isinstance(e, te.Var):
         return names.get(id(e), e.name) if names else e.name
     if isinstance(e, te.Const):
-        return repr(e.value) if e.dtype != "float32" else f"{e.value!r}f"
+        return f"{e.value!r}{_CONST_SUFFIX.get(e.dtype, '')}"
     if isinstance(e, BufLoad):
         return f"{e.buf.name}[{f(e.index)}]"
     if isinstance(e, te.Binary):

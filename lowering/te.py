@@ -9,18 +9,38 @@ from __future__ import annotations
 
 import itertools
 import math
+import struct
 from collections.abc import Callable, Sequence
 
-# Element types (bool last: `DTYPES[:-1]` are the numeric ones).
-FLOAT_DTYPES = ("float32", "float64")
+# Element types (bool last: `DTYPES[:-1]` are the numeric ones). float16 and bfloat16 are
+# storage types: a value of either is held as a float32 (exactly: loads and casts give
+# representable values), arithmetic on it is float32's, and a store or a cast to the type
+# rounds to nearest even. Operator definitions see them as float32 (ops.run_op).
+HALF_DTYPES = ("float16", "bfloat16")
+FLOAT_DTYPES = ("float32", "float64", *HALF_DTYPES)
 SIGNED_INT_DTYPES = ("int64", "int32", "int16", "int8")
 UNSIGNED_DTYPES = ("uint64", "uint32", "uint16", "uint8")
 INT_DTYPES = SIGNED_INT_DTYPES + UNSIGNED_DTYPES
 NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 SIGNED_DTYPES = FLOAT_DTYPES + SIGNED_INT_DTYPES  # the types with negative values
 DTYPES = (*NUMERIC_DTYPES, "bool")
-ITEMSIZE = {"float32": 4, "float64": 8, "int64": 8, "int32": 4, "int16": 2, "int8": 1,
-            "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
+            "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
+
+
+def float_value(value: float, dtype: str) -> float:
+    """`value` rounded to a float type (to nearest even; past the largest finite value ±inf)."""
+    if dtype == "float64" or math.isnan(value):
+        return value
+    try:
+        if dtype == "float16":
+            return struct.unpack("<e", struct.pack("<e", value))[0]
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+    except OverflowError:  # past the type's largest finite value (a Python float is float64)
+        return math.copysign(math.inf, value)
+    if dtype == "bfloat16":  # the top 16 bits of the float32, rounded to nearest even
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
 
 
 def int_range(dtype: str) -> tuple[int, int]:
@@ -108,6 +128,8 @@ class Const(Expr):
             value = bool(value)
         elif dtype in INT_DTYPES:
             value = int(value)
+        elif dtype in HALF_DTYPES:
+            value = float_value(float(value), dtype)
         else:
             value = float(value)
         self.value = value

@@ -40,7 +40,9 @@ enum aotc_dtype {
     AOTC_DTYPE_INT16 = 8,
     AOTC_DTYPE_UINT16 = 9,
     AOTC_DTYPE_UINT32 = 10,
-    AOTC_DTYPE_UINT64 = 11
+    AOTC_DTYPE_UINT64 = 11,
+    AOTC_DTYPE_FLOAT16 = 12, /* IEEE 754 binary16, two bytes */
+    AOTC_DTYPE_BFLOAT16 = 13 /* the top two bytes of a float32 (.npy: '<V2', as ml_dtypes saves it) */
 };
 
 /* One model input or output: dense, C (row-major) order. */

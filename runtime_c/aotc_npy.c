@@ -23,7 +23,8 @@ static const struct dtype_info DTYPES[] = {
     {AOTC_DTYPE_INT8, "int8", 'i', 1},       {AOTC_DTYPE_UINT8, "uint8", 'u', 1},
     {AOTC_DTYPE_BOOL, "bool", 'b', 1},       {AOTC_DTYPE_INT16, "int16", 'i', 2},
     {AOTC_DTYPE_UINT16, "uint16", 'u', 2},   {AOTC_DTYPE_UINT32, "uint32", 'u', 4},
-    {AOTC_DTYPE_UINT64, "uint64", 'u', 8},
+    {AOTC_DTYPE_UINT64, "uint64", 'u', 8},   {AOTC_DTYPE_FLOAT16, "float16", 'f', 2},
+    {AOTC_DTYPE_BFLOAT16, "bfloat16", 'V', 2}, /* numpy has no bfloat16: ml_dtypes saves '<V2' */
 };
 #define NUM_DTYPES (sizeof DTYPES / sizeof DTYPES[0])
 

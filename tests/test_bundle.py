@@ -324,7 +324,8 @@ def test_thread_count_from_environment(built: Path, tmp_path: Path) -> None:
         (lambda ins: [ins[0], ins[1].astype(np.int32)], r"input 1 'ids'.*got int32\[3\]"),
         (lambda ins: [ins[0], ins[1].astype(">i8")], r"big-endian"),
         (lambda ins: [np.asfortranarray(ins[0]), ins[1]], r"Fortran-order"),
-        (lambda ins: [ins[0].astype(np.float16), ins[1]], r"got <f2\[4, 250\]"),
+        (lambda ins: [ins[0].astype(np.float16), ins[1]], r"got float16\[4, 250\]"),
+        (lambda ins: [ins[0].astype(np.complex64), ins[1]], r"got <c8\[4, 250\]"),
         (lambda ins: [ins[0]], r"expected 2 input and 3 output files"),
     ],
 )

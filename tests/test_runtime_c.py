@@ -308,7 +308,7 @@ def test_npy_header_versions(npy_copy: Path, tmp_path: Path, version: tuple[int,
     [
         (lambda p: np.save(p, np.asfortranarray(np.ones((2, 3), np.float32))), "Fortran-order"),
         (lambda p: np.save(p, np.ones(3, ">f4")), "big-endian"),
-        (lambda p: np.save(p, np.ones(3, np.float16)), "unsupported dtype <f2"),
+        (lambda p: np.save(p, np.ones(3, np.complex64)), "unsupported dtype <c8"),
         (lambda p: p.write_bytes(b"not an npy file at all"), "not a .npy file"),
         (lambda p: p.write_bytes(np.lib.format.magic(1, 0) + b"\x10\x00{'descr': '<f4'"), "truncated"),
         (lambda p: (np.save(p, np.ones(100, np.float32)), p.write_bytes(p.read_bytes()[:-8])), "truncated data"),

@@ -29,7 +29,8 @@ DEFAULT_CFLAGS = ("-O2",)
 DEMO = "ort_demo"
 # onnxruntime's ONNXTensorElementDataType numbers (those of ONNX's TensorProto.DataType)
 ORT_ELEMENT_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6,
-                     "int64": 7, "bool": 9, "float64": 11, "uint32": 12, "uint64": 13}
+                     "int64": 7, "bool": 9, "float16": 10, "float64": 11, "uint32": 12,
+                     "uint64": 13, "bfloat16": 16}
 
 
 class IslandBuild(NamedTuple):

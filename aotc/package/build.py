@@ -122,8 +122,10 @@ def run_model_process(
             raise RunModelError(proc.returncode, proc.stdout + proc.stderr)
         outs = []
         for path, info in zip(out_paths, meta["outputs"], strict=True):
-            y = np.load(path)
-            if y.dtype != np.dtype(DTYPES[info["dtype"]][1]):
+            y, want = np.load(path), np.dtype(DTYPES[info["dtype"]][1])
+            if y.dtype == np.dtype("V2") and want.itemsize == 2:  # bfloat16: numpy's '<V2'
+                y = y.view(want)
+            if y.dtype != want:
                 raise RunModelError(0, f"output {info['name']} has dtype {y.dtype}")
             outs.append(y)
         return outs

@@ -21,6 +21,8 @@ C_DTYPE_ENUM = {
     "uint16": "AOTC_DTYPE_UINT16",
     "uint32": "AOTC_DTYPE_UINT32",
     "uint64": "AOTC_DTYPE_UINT64",
+    "float16": "AOTC_DTYPE_FLOAT16",
+    "bfloat16": "AOTC_DTYPE_BFLOAT16",
 }
 
 

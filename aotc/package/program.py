@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
 import numpy as np
 
 Storage = Literal["arena", "weight", "input", "output"]
@@ -14,6 +15,8 @@ DTYPES: dict[str, tuple[str, str]] = {
     # name: (C type, numpy dtype str)
     "float32": ("float", "<f4"),
     "float64": ("double", "<f8"),
+    "float16": ("uint16_t", "<f2"),  # IEEE half: C99 has no type for it, its bits are a uint16_t
+    "bfloat16": ("uint16_t", "bfloat16"),  # ml_dtypes' type (.npy files say '<V2')
     "int64": ("int64_t", "<i8"),
     "int32": ("int32_t", "<i4"),
     "int16": ("int16_t", "<i2"),

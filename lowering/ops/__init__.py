@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -85,6 +85,45 @@ def register_op(*names: str) -> Callable[[OpDef], OpDef]:
         return fn
 
     return deco
+
+
+# Operators that compute on float16/bfloat16 values themselves (te's casts round, a constant
+# is stored as the type); run_op shows every other operator such values as float32.
+NATIVE_HALF_OPS = frozenset({"Cast", "CastLike", "ConstantOfShape"})
+
+
+def run_op(ctx: OpContext) -> list[te.Tensor | Alias]:
+    """The definition of `ctx.op_type` applied to `ctx`. float16 and bfloat16 are computed in
+    float32: the definition sees each such input as a float32 view (an inline cast, which
+    loads convert anyway) and each such output as float32, and its float32 result is rounded
+    to the type (its last stage casts, or a cast stage follows a reduction, which so
+    accumulates in float32), as onnxruntime computes most of them. An operator inside a
+    fused region rounds its result too, so fusing changes no result."""
+    define = OPS[ctx.op_type]
+    halves = [t.dtype for t in ctx.inputs if t is not None and t.dtype in te.HALF_DTYPES]
+    halves += [d for d in ctx.out_dtypes if d in te.HALF_DTYPES]
+    if not halves or ctx.op_type in NATIVE_HALF_OPS:
+        return define(ctx)
+    wide = replace(ctx, inputs=[_as_float32(t) for t in ctx.inputs],
+                   out_dtypes=["float32" if d in te.HALF_DTYPES else d for d in ctx.out_dtypes])
+    outs = define(wide)
+    return [_narrowed(t, d) if isinstance(t, te.Tensor) and t.dtype != d else t
+            for t, d in zip(outs, ctx.out_dtypes, strict=False)] + outs[len(ctx.out_dtypes):]
+
+
+def _as_float32(t: te.Tensor | None) -> te.Tensor | None:
+    if t is None or t.dtype not in te.HALF_DTYPES:
+        return t
+    return te.compute(t.shape, lambda *i: te.cast("float32", t[i]), name=t.name, inline=True)
+
+
+def _narrowed(t: te.Tensor, dtype: str) -> te.Tensor:
+    """`t` (float32) computed as `dtype`: its own stage casting, or a stage after it."""
+    op = t.op
+    if op is None or isinstance(op.body, te.Reduce) or t.dtype != "float32":
+        return te.compute(t.shape, lambda *i: te.cast(dtype, t[i]), name=t.name + "_" + dtype)
+    return te.Tensor(t.shape, dtype, t.name, te.ComputeOp(op.axes, te.cast(dtype, op.body),
+                                                          op.inline, op.tag))
 
 
 def _import_all() -> None:

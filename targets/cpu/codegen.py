@@ -24,12 +24,15 @@ except ImportError:  # pragma: no cover - only while vecmath is being written
     vecmath = None  # type: ignore[assignment]
 
 # A value's LLVM type in registers (LLTYPE) and in memory (MEMTYPE): a bool is an i1 held in a
-# byte; integers are LLVM's sign-less iN, their signedness chosen per instruction (UNSIGNED).
+# byte; integers are LLVM's sign-less iN, their signedness chosen per instruction (UNSIGNED);
+# float16 and bfloat16 values are floats in registers (te.HALF_DTYPES), converted by loads and
+# rounded by stores: a half is LLVM's `half` (fpext/fptrunc: F16C's vcvtph2ps/vcvtps2ph, NEON's
+# fcvt), a bfloat16 the top 16 bits of a float32 (integer shifts and a rounding add).
 LLTYPE = {
-    "float32": "float", "float64": "double", "bool": "i1",
-    **{t: f"i{8 * te.ITEMSIZE[t]}" for t in te.INT_DTYPES},
+    "float32": "float", "float64": "double", "float16": "float", "bfloat16": "float",
+    "bool": "i1", **{t: f"i{8 * te.ITEMSIZE[t]}" for t in te.INT_DTYPES},
 }
-MEMTYPE = {**LLTYPE, "bool": "i8"}
+MEMTYPE = {**LLTYPE, "bool": "i8", "float16": "half", "bfloat16": "i16"}
 SIZE = te.ITEMSIZE
 UNSIGNED = (*te.UNSIGNED_DTYPES, "bool")  # zero-extended, compared and divided unsigned
 # Reductions over rows shorter than this many vectors are kept loops (see _FunctionEmitter.stmt).
@@ -56,7 +59,7 @@ _FLOAT_INTRINSIC = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ce
 def _fconst(value: float, dtype: str) -> str:
     import struct
 
-    if dtype == "float32":
+    if LLTYPE[dtype] == "float":
         value = struct.unpack("<f", struct.pack("<f", value))[0]
     bits = struct.unpack("<Q", struct.pack("<d", value))[0]
     return f"0x{bits:016X}"
@@ -319,11 +322,18 @@ class _FunctionEmitter:
         return f", !alias.scope {own}" + (f", !noalias {others}" if others else "")
 
     def store(self, s: Store) -> None:
-        val = self._reassociated(s) if self.reductions else None
-        if val is None:
-            val = self.expr(s.value)
         if s.value.dtype != s.buf.dtype:
             raise TypeError(f"store of {s.value.dtype} into {s.buf!r}")
+        val = self._reassociated(s) if self.reductions else None
+        if val is None and s.buf.dtype in te.HALF_DTYPES:
+            # the store rounds: a cast from a float to the type right before it need not
+            inner = s.value.a if isinstance(s.value, te.Cast) and \
+                LLTYPE[s.value.a.dtype] == "float" else s.value
+            val = self._half_bits(self.expr(inner), s.buf.dtype)
+        elif val is None:
+            val = self.expr(s.value)
+        elif s.buf.dtype in te.HALF_DTYPES:
+            val = self._half_bits(val, s.buf.dtype)
         if s.buf.dtype == "bool":
             z = self.tmp()
             self.line(f"{z} = zext i1 {val} to i8")
@@ -374,6 +384,8 @@ class _FunctionEmitter:
                 b = self.tmp()
                 self.line(f"{b} = icmp ne i8 {v}, 0")
                 return b
+            if e.buf.dtype in te.HALF_DTYPES:
+                return self._half_value(v, e.buf.dtype)
             return v
         if isinstance(e, te.Binary):
             return self.binary(e)
@@ -589,7 +601,9 @@ class _FunctionEmitter:
         zero, through int32 for the narrow types and int64 for uint32, so that a value out of
         the narrow type's range (but within the wider one) wraps as the C cast compiled there
         does (out-of-range conversions are undefined in ONNX); integer → integer wraps or
-        extends by the source's signedness; anything → bool is "nonzero" (NaN is true)."""
+        extends by the source's signedness; anything → bool is "nonzero" (NaN is true); a cast
+        to float16/bfloat16 rounds to nearest even, from float64 or an integer through float32
+        (as onnxruntime: one rounding to float32, one to the type)."""
         src, dst = e.a.dtype, e.dtype
         a = self.expr(e.a)
         if src == dst:
@@ -603,21 +617,51 @@ class _FunctionEmitter:
             else:
                 self.line(f"{r} = icmp ne {st} {a}, 0")
             return r
-        if fsrc and fdst:
-            return self._convert(a, "fpext" if SIZE[dst] > SIZE[src] else "fptrunc", st, dt_)
+        if fdst:
+            if fsrc:
+                v = a if st == dt_ else self._convert(
+                    a, "fpext" if dt_ == "double" else "fptrunc", st, dt_)
+            else:
+                v = self._convert(a, "uitofp" if src in UNSIGNED else "sitofp", st, dt_)
+            return self._half_value(self._half_bits(v, dst), dst) if dst in te.HALF_DTYPES else v
         if fsrc:
             if dst == "uint64":
                 return self._convert(a, "fptoui", st, dt_)
             wide = "i64" if dst in ("int64", "uint32") else "i32"
             v = self._convert(a, "fptosi", st, wide)
             return v if wide == dt_ else self._convert(v, "trunc", wide, dt_)
-        if fdst:
-            return self._convert(a, "uitofp" if src in UNSIGNED else "sitofp", st, dt_)
         if SIZE[dst] > SIZE[src] or src == "bool":
             return self._convert(a, "zext" if src in UNSIGNED else "sext", st, dt_)
         if SIZE[dst] < SIZE[src]:
             return self._convert(a, "trunc", st, dt_)
         return a
+
+    def _half_bits(self, v: str, dtype: str) -> str:
+        """A float register value as `dtype`'s bits (MEMTYPE), rounded to nearest even. A
+        bfloat16 keeps a NaN a NaN (its sign and top payload bits, made quiet), as onnxruntime
+        and ml_dtypes do; other values add 0x7FFF plus the kept part's lowest bit and shift."""
+        if dtype == "float16":
+            return self._convert(v, "fptrunc", "float", "half")
+        bits, low, odd, bias, rounded, top, nan, quiet, pick = (self.tmp() for _ in range(9))
+        self.line(f"{bits} = bitcast float {v} to i32")
+        self.line(f"{low} = lshr i32 {bits}, 16")
+        self.line(f"{odd} = and i32 {low}, 1")
+        self.line(f"{bias} = add i32 {odd}, 32767")
+        self.line(f"{rounded} = add i32 {bits}, {bias}")
+        self.line(f"{top} = lshr i32 {rounded}, 16")
+        self.line(f"{nan} = fcmp uno float {v}, 0.0")
+        self.line(f"{quiet} = or i32 {low}, 64")
+        self.line(f"{pick} = select i1 {nan}, i32 {quiet}, i32 {top}")
+        return self._convert(pick, "trunc", "i32", "i16")
+
+    def _half_value(self, bits: str, dtype: str) -> str:
+        """`dtype`'s bits (MEMTYPE) as the float register value they stand for (exact)."""
+        if dtype == "float16":
+            return self._convert(bits, "fpext", "half", "float")
+        wide, high = self.tmp(), self.tmp()
+        self.line(f"{wide} = zext i16 {bits} to i32")
+        self.line(f"{high} = shl i32 {wide}, 16")
+        return self._convert(high, "bitcast", "i32", "float")
 
 
 def _int_const(value: int, dtype: str) -> int:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
 import numpy as np
 
 from lowering import te

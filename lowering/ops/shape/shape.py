@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
 import numpy as np
 
 from lowering import te
