@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -75,9 +76,14 @@ def _is_constant(node: ir.Node) -> bool:
 
 def value_dtype(v: ir.Value, file: str | None, node: str | None = None) -> str:
     if v.dtype not in DTYPE_NAMES:
+        kind = getattr(v.dtype, "name", str(v.dtype))
+        what = ("8-bit floats (and with them Cast's saturate) are" if kind.startswith("FLOAT8")
+                else "4- and 2-bit types are" if re.fullmatch(r"U?INT[42]|FLOAT4E2M1", kind)
+                else "strings are" if kind == "STRING" else f"{kind} is")
         raise AotcError(
             f"value '{v.name}' has element type {v.dtype}, which aotc does not compile",
             file=file, node=node,
+            hint=f"aotc compiles {', '.join(te.DTYPES)}; {what} not supported",
         )
     return DTYPE_NAMES[v.dtype]
 

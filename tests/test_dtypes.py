@@ -27,6 +27,7 @@ from program_runner import compile_onnx, ort_outputs, run_program  # noqa: E402
 from test_ops_elementwise import Init, expected, make_model  # noqa: E402
 
 from aotc.driver import optimize_model  # noqa: E402
+from aotc.errors import AotcError  # noqa: E402
 from aotc.package.build import build_bundle, run_model_process  # noqa: E402
 
 RNG = np.random.default_rng(7)
@@ -438,6 +439,22 @@ def test_cast_rounding_to_half(dst: str) -> None:
         want = ort_outputs(model, [x])[0]
         np.testing.assert_array_equal(got, want)
         assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
+
+
+@pytest.mark.parametrize("to,what", [(onnx.TensorProto.FLOAT8E4M3FN, "8-bit floats"),
+                                     (onnx.TensorProto.FLOAT8E5M2FNUZ, "8-bit floats"),
+                                     (onnx.TensorProto.INT4, "4- and 2-bit types"),
+                                     (onnx.TensorProto.UINT4, "4- and 2-bit types")])
+def test_cast_to_unsupported_types_is_refused(to: int, what: str) -> None:
+    """8-bit floats (Cast's saturate), int4 and uint4: one clear refusal naming what is
+    compiled instead."""
+    graph = oh.make_graph([oh.make_node("Cast", ["x"], ["y"], to=to, saturate=0)], "g",
+                          [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
+                          [oh.make_tensor_value_info("y", to, [3])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    with pytest.raises(AotcError, match="element type") as info:
+        compile_onnx(model)
+    assert what in str(info.value) and "bfloat16" in str(info.value)
 
 
 def test_cast_chain_wraps_as_onnxruntime() -> None:
