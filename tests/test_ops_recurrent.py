@@ -323,17 +323,12 @@ def test_refuses_unknown_activation():
     assert "activation 'Swish'" in _refusal(model)
 
 
-def test_refuses_float64():
-    model, _ = case("GRU")
-    for init in model.graph.initializer:
-        arr = numpy_helper.to_array(init).astype(np.float64)
-        init.CopyFrom(numpy_helper.from_array(arr, init.name))
-    model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
-    del model.graph.value_info[:]
-    del model.graph.output[:]
-    model.graph.output.extend([helper.make_empty_tensor_value_info("y0")])
-    model = onnx.shape_inference.infer_shapes(model)
-    assert "float32 only" in _refusal(model)
+@pytest.mark.parametrize("dtype", [np.float64, np.float16])
+def test_refuses_other_float_types(dtype):
+    model, _ = make("GRU", [rand(5, 2, 3).astype(dtype), rand(1, 12, 3).astype(dtype),
+                            rand(1, 12, 4).astype(dtype)], {1, 2}, [True, True], hidden_size=4)
+    assert f"GRU on {np.dtype(dtype).name} data is not supported (float32 only)" in \
+        _refusal(model)
 
 
 def test_matches_onnxruntime_output_by_output():

@@ -102,8 +102,12 @@ def parse(ctx: OpContext, gates: int, default_acts: tuple[str, ...],
     op = ctx.op_type
     for i in range(len(ctx.inputs)):
         t = ctx.inputs[i]
-        if t is not None and i != 4 and t.dtype != F32:
-            raise ctx.error(f"{op} on {t.dtype} data is not supported (float32 only)")
+        if t is None:
+            continue
+        # (float16/bfloat16 inputs reach definitions as float32 views, inline casts of them)
+        dtype = te.tensors_read(t.op.body)[0].dtype if t.op is not None else t.dtype
+        if i != 4 and dtype != F32:
+            raise ctx.error(f"{op} on {dtype} data is not supported (float32 only)")
     x, w, r = ctx.input(0), ctx.input(1), ctx.input(2)
     layout = int(ctx.attr("layout", 0))
     if layout not in (0, 1):
