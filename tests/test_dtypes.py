@@ -29,6 +29,7 @@ from test_ops_elementwise import Init, expected, make_model  # noqa: E402
 from aotc.driver import optimize_model  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
 from aotc.package.build import build_bundle, run_model_process  # noqa: E402
+from aotc.verify import verify_bundle  # noqa: E402
 
 RNG = np.random.default_rng(7)
 NEW_INTS = ["int16", "uint16", "uint32", "uint64"]
@@ -519,7 +520,8 @@ def test_integer_interface_bundle(tmp_path: Path) -> None:
 
 def test_float16_bundle(tmp_path: Path) -> None:
     """A float16 model through make and run_model (float16 .npy in and out, weights as
-    float16 in the bundle), against onnxruntime."""
+    float16 in the bundle), against onnxruntime; `aotc verify` compares it (its float32
+    output too) at float16's precision."""
     model = _half_net()
     bundle = _bundle(model, tmp_path)
     assert '"x" float16[1, 4, 8, 8], 512 bytes' in (bundle / "model.h").read_text()
@@ -528,6 +530,8 @@ def test_float16_bundle(tmp_path: Path) -> None:
     got = run_model_process(bundle, [x])
     assert [g.dtype for g in got] == [np.float16, np.float32, np.float16]
     _compare_half_net(got, expected(model, [x]))
+    reports = verify_bundle(tmp_path / "m" / "model.onnx", bundle, input_shapes=[])
+    assert reports and all(r.ok for r in reports), reports
 
 
 def test_bfloat16_bundle(tmp_path: Path) -> None:
