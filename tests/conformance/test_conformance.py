@@ -69,3 +69,16 @@ def test_compare_follows_onnx_backend_runner() -> None:
         "unsupported operator"
     assert runner.refusal_group("starts must be a constant (known at compile time)") == \
         "parameter given as a graph input"
+
+
+def test_half_outputs_are_compared_at_their_own_precision() -> None:
+    """A float16/bfloat16 output may differ from the reference by two units of the type (the
+    reference rounds after every step, aotc once), not by more."""
+    import ml_dtypes
+
+    for dtype, eps in ((np.float16, 2.0**-10), (ml_dtypes.bfloat16, 2.0**-7)):
+        want = np.array([0.5, 1.0, -2.0], dtype)
+        one_unit = (want.astype(np.float32) * (1 + eps)).astype(dtype)
+        four_units = (want.astype(np.float32) * (1 + 4 * eps)).astype(dtype)
+        assert runner.compare([one_unit], [want], rtol=1e-3, atol=1e-7) == ""
+        assert runner.compare([four_units], [want], rtol=1e-3, atol=1e-7) != ""
