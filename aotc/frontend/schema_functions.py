@@ -52,7 +52,10 @@ def _body(node: ir.Node, proto: onnx.NodeProto, schema: defs.OpSchema,
     if schema.has_context_dependent_function:
         types = []
         for v in node.inputs:
-            if v is None or v.type is None:
+            if v is None:  # an optional input left out: an empty type, as onnx expects
+                types.append(onnx.TypeProto().SerializeToString())
+                continue
+            if v.type is None:
                 return None  # (the body depends on types that are not known)
             tp = onnx.TypeProto()
             ir.serde.serialize_type_into(tp, v.type)
