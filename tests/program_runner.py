@@ -123,13 +123,15 @@ def check_model(model: onnx.ModelProto, inputs: list[np.ndarray], tol: float = 1
         assert_close(g, w, tol)
 
 
-def check_node(op, inputs, consts=(), *, n_out=1, opset=21, tol=1e-4, **attrs):
-    """Single-node model: `inputs[k]` is an array (graph input, or initializer if k in consts)
-    or None (omitted optional input); compared with onnxruntime through the whole pipeline."""
+def node_model(op, inputs, consts=(), *, outputs=(True,), opset=21, **attrs):
+    """A single-node model and its feeds: `inputs[k]` is an array (graph input, or initializer
+    if k in consts) or None (omitted optional input); `outputs[k]` False leaves output k out."""
     names = ["" if a is None else f"x{k}" for k, a in enumerate(inputs)]
     while names and not names[-1]:  # trailing omitted inputs are left out
         names.pop()
-    outs = [f"y{k}" for k in range(n_out)]
+    outs = [f"y{k}" if keep else "" for k, keep in enumerate(outputs)]
+    while outs and not outs[-1]:
+        outs.pop()
     node = helper.make_node(op, names, outs, **attrs)
     graph_in, inits, feeds = [], [], []
     for k, a in enumerate(inputs):
@@ -142,9 +144,15 @@ def check_node(op, inputs, consts=(), *, n_out=1, opset=21, tol=1e-4, **attrs):
             graph_in.append(helper.make_tensor_value_info(names[k], dtype, a.shape))
             feeds.append(a)
     graph = helper.make_graph([node], "g", graph_in,
-                              [helper.make_empty_tensor_value_info(o) for o in outs],
+                              [helper.make_empty_tensor_value_info(o) for o in outs if o],
                               initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               ir_version=10)
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True), feeds
+
+
+def check_node(op, inputs, consts=(), *, n_out=1, opset=21, tol=1e-4, **attrs):
+    """Single-node model (see node_model) compared with onnxruntime through the whole
+    pipeline."""
+    model, feeds = node_model(op, inputs, consts, outputs=(True,) * n_out, opset=opset, **attrs)
     check_model(model, feeds, tol)

@@ -20,6 +20,7 @@ from program_runner import (  # noqa: E402
     check_model,
     compile_onnx,
     load_graph,
+    node_model,
     ort_outputs,
     run_program,
 )
@@ -38,30 +39,8 @@ def rand(*shape, scale=1.0):
 
 
 def make(op, inputs, consts, outputs, **attrs) -> tuple[onnx.ModelProto, list[np.ndarray]]:
-    """A one-node model: `inputs[k]` an array (an initializer when k is in `consts`, else a graph
-    input) or None (omitted); `outputs[k]` False leaves output k out."""
-    names = ["" if a is None else f"x{k}" for k, a in enumerate(inputs)]
-    while names and not names[-1]:
-        names.pop()
-    outs = [f"y{k}" if keep else "" for k, keep in enumerate(outputs)]
-    while outs and not outs[-1]:
-        outs.pop()
-    node = helper.make_node(op, names, outs, **attrs)
-    graph_in, inits, feeds = [], [], []
-    for k, a in enumerate(inputs):
-        if a is None:
-            continue
-        if k in consts:
-            inits.append(numpy_helper.from_array(a, names[k]))
-        else:
-            dtype = helper.np_dtype_to_tensor_dtype(a.dtype)
-            graph_in.append(helper.make_tensor_value_info(names[k], dtype, a.shape))
-            feeds.append(a)
-    graph = helper.make_graph([node], "g", graph_in,
-                              [helper.make_empty_tensor_value_info(o) for o in outs if o],
-                              initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=10)
-    return onnx.shape_inference.infer_shapes(model, strict_mode=True), feeds
+    """A one-node model at opset 14 (see program_runner.node_model)."""
+    return node_model(op, inputs, consts, outputs=outputs, opset=14, **attrs)
 
 
 def case(op, *, steps=5, batch=3, size=4, hidden=6, direction="forward", layout=0, bias=True,
