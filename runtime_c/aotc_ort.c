@@ -78,9 +78,9 @@ typedef struct aotc_ort_run {
 
 static void run_piece(void *user, size_t i) {
     const aotc_ort_run *r = (const aotc_ort_run *)user;
-    int64_t parts = (int64_t)r->pieces, q = r->n / parts, rem = r->n % parts, k = (int64_t)i;
-    int64_t lo = k * q + (k < rem ? k : rem);
-    r->body(r->env, lo, lo + q + (k < rem ? 1 : 0));
+    int64_t lo, hi;
+    aotc_range_part(r->n, (int64_t)r->pieces, (int64_t)i, &lo, &hi);
+    r->body(r->env, lo, hi);
 }
 
 static void on_ort_pool(void *user, aotc_body_fn body, void *env, int64_t n) {

@@ -68,8 +68,7 @@ struct aotc_pool {
     void *outside_user;
 };
 
-/* Part i of [0, n) cut into `parts` contiguous ranges whose sizes differ by at most one. */
-static void range_of(int64_t n, int64_t parts, int64_t i, int64_t *lo, int64_t *hi) {
+void aotc_range_part(int64_t n, int64_t parts, int64_t i, int64_t *lo, int64_t *hi) {
     int64_t q = n / parts, r = n % parts;
     *lo = i * q + (i < r ? i : r);
     *hi = *lo + q + (i < r ? 1 : 0);
@@ -134,7 +133,7 @@ static int claim_chunk(aotc_pool *p, int64_t *lo, int64_t *hi, uint32_t *chunks)
                                           __ATOMIC_SEQ_CST));
     /* The chunk is ours and unfinished, so the loop's fields stay put until we report it done. */
     *chunks = p->chunks;
-    range_of(p->n, *chunks, *chunks - UNCLAIMED_OF(w), lo, hi);
+    aotc_range_part(p->n, *chunks, *chunks - UNCLAIMED_OF(w), lo, hi);
     return 1;
 }
 

@@ -66,6 +66,9 @@ const char *aotc_status_message(int status) AOTC_INTERNAL;
 /* ---- thread pool (aotc_pool.c) ---- */
 typedef struct aotc_pool aotc_pool;
 
+/* Part i of [0, n) cut into `parts` contiguous ranges whose sizes differ by at most one. */
+void aotc_range_part(int64_t n, int64_t parts, int64_t i, int64_t *lo, int64_t *hi) AOTC_INTERNAL;
+
 /* Starts num_threads - 1 workers (the caller of aotc_parallel_for is the other one). */
 int aotc_pool_create(aotc_pool **out_pool, int num_threads) AOTC_INTERNAL;
 /* Stops and joins the workers; NULL is a no-op. */
