@@ -23,10 +23,9 @@ from lowering.ops import OPS
 EXPANDED_DOMAIN = "aotc.schema_function"
 
 
-def _schema(node: ir.Node, default_version: int) -> defs.OpSchema | None:
-    version = node.version if node.version is not None else default_version
+def _schema(op_type: str, version: int) -> defs.OpSchema | None:
     try:
-        return defs.get_schema(node.op_type, version, "")
+        return defs.get_schema(op_type, version, "")
     except defs.SchemaError:
         return None
 
@@ -87,13 +86,14 @@ def expand_schema_functions(model: ir.Model) -> bool:
         for node in list(graph):
             if node.domain not in ("", "ai.onnx") or node.op_type in OPS:
                 continue
-            schema = _schema(node, default)
+            version = node.version if node.version is not None else default
+            schema = _schema(node.op_type, version)
             if schema is None or not (schema.has_function
                                       or schema.has_context_dependent_function):
                 continue
             proto = _with_defaults(node, schema)
             try:
-                body = _body(node, proto, schema, node.version or default)
+                body = _body(node, proto, schema, version)
             except Exception as e:  # onnx's builder of a context-dependent body
                 raise AotcError(f"cannot expand {node.op_type} into its ONNX definition: {e}",
                                 node=node.name, op=node.op_type) from None
@@ -111,7 +111,7 @@ def expand_schema_functions(model: ir.Model) -> bool:
             del function.output[:]
             function.output.extend(kept)
             if not any(o.domain == "" for o in function.opset_import):
-                function.opset_import.append(onnx.helper.make_opsetid("", node.version or default))
+                function.opset_import.append(onnx.helper.make_opsetid("", version))
             count += 1
             fn = ir.serde.deserialize_function(function)
             model.functions[fn.identifier()] = fn
