@@ -13,12 +13,13 @@ from lowering.ops import OpContext, register_op
 from lowering.ops.nn.geometry import Window, window, window_index, window_source
 
 
-def conv_weights_check(ctx: OpContext, x: te.Tensor, w: te.Tensor, group: int) -> None:
+def conv_weights_check(ctx: OpContext, x: te.Tensor, w: te.Tensor, group: int,
+                       dtypes: tuple[str, ...] = te.FLOAT_DTYPES) -> None:
     if len(x.shape) < 3:
         raise ctx.error(f"input of rank {len(x.shape)}: Conv needs N, C and spatial axes")
     if len(w.shape) != len(x.shape):
         raise ctx.error(f"weights of rank {len(w.shape)} for an input of rank {len(x.shape)}")
-    if x.dtype not in te.FLOAT_DTYPES:
+    if x.dtype not in dtypes:
         raise ctx.error(f"{x.dtype} convolution is not supported (float only)")
     if group < 1 or x.shape[1] % group:
         raise ctx.error(f"group {group} does not divide the {x.shape[1]} input channels")
@@ -64,10 +65,16 @@ def conv_compute(
 
 @register_op("Conv")
 def conv(ctx: OpContext) -> list[te.Tensor]:
-    x, w = ctx.input(0), ctx.input(1)
     bias = ctx.inputs[2] if ctx.has_input(2) else None
+    return [conv_of(ctx, ctx.input(0), ctx.input(1), bias)]
+
+
+def conv_of(ctx: OpContext, x: te.Tensor, w: te.Tensor, bias: te.Tensor | None,
+            dtypes: tuple[str, ...] = te.FLOAT_DTYPES) -> te.Tensor:
+    """The node's convolution of `x` by `w` (its attributes and output shape): Conv's
+    placeholders, or the int32 views ConvInteger and QLinearConv take (`dtypes`)."""
     group = int(ctx.attr("group", 1))
-    conv_weights_check(ctx, x, w, group)
+    conv_weights_check(ctx, x, w, group, dtypes)
     n, c, *spatial = x.shape
     k_out, cg = w.shape[0], w.shape[1]
     if cg * group != c or k_out % group:
@@ -82,4 +89,4 @@ def conv(ctx: OpContext) -> list[te.Tensor]:
         raise ctx.error(f"inferred output shape {list(out_shape)} does not start with "
                         f"[{n}, {k_out}]")
     src = window_source(x, win, spatial, out_shape[2:], 0.0)
-    return [conv_compute(src, w, bias, win, out_shape, group)]
+    return conv_compute(src, w, bias, win, out_shape, group)
