@@ -17,6 +17,7 @@ from aotc.passes.fold_constants import fold_constants
 from aotc.passes.fuse_elementwise import fuse_elementwise
 from aotc.passes.fuse_epilogue import fuse_epilogue
 from aotc.passes.pad_in_producer import pad_in_producer
+from aotc.passes.qdq_to_integer import qdq_to_integer
 from aotc.passes.remove_identity import remove_identity
 
 Pass = Callable[[ir.Model], ir.Model]
@@ -24,6 +25,8 @@ Pass = Callable[[ir.Model], ir.Model]
 PIPELINE: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),
     ("remove_identity", remove_identity),
+    # DequantizeLinear -> Conv/MatMul/Gemm -> QuantizeLinear as one integer node
+    ("qdq_to_integer", qdq_to_integer),
     ("fold_batchnorm", fold_batchnorm),
     ("eliminate_dead_nodes", eliminate_dead_nodes),
     # a convolution's padding written by its producer (a Pad that fuse_epilogue fuses)
