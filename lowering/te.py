@@ -168,7 +168,8 @@ class Unary(Expr):
     __slots__ = ("op", "a")
     OPS = (
         "neg", "abs", "exp", "log", "sqrt", "tanh", "erf", "sigmoid", "softplus",
-        "floor", "ceil", "round", "not", "sin", "cos",
+        "floor", "ceil", "round", "not", "sin", "cos", "tan",
+        "asin", "acos", "atan", "asinh", "acosh", "atanh",
     )
 
     def __init__(self, op: str, a: Expr) -> None:

@@ -561,6 +561,50 @@ def test_pow_specials() -> None:
 
 
 # ------------------------------------------------------------------------------------------
+# inverse trigonometric and hyperbolic functions (computed in double, rounded once)
+# ------------------------------------------------------------------------------------------
+_INVERSE = {
+    "asin": (np.arcsin, -1.0, 1.0),
+    "acos": (np.arccos, -1.0, 1.0),
+    "atan": (np.arctan, -FLT_MAX, FLT_MAX),
+    "asinh": (np.arcsinh, -FLT_MAX, FLT_MAX),
+    "acosh": (np.arccosh, 1.0, FLT_MAX),
+    "atanh": (np.arctanh, -1.0, 1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INVERSE))
+def test_inverse_accuracy(name: str) -> None:
+    ref, lo, hi = _INVERSE[name]
+    every_prime = np.arange(0, 2**32, 9973, dtype=np.uint64).astype(np.uint32).view(F32)
+    x = np.concatenate([spread(lo, hi, 600_000), np.linspace(max(lo, -4.0), min(hi, 4.0),
+                        200_001, dtype=F32), every_prime])  # the last: outside the domain too
+    check(name, x, ref, max_ulp=0.51)
+
+
+_PI = F32(math.pi)
+_PI_2 = F32(math.pi / 2)
+
+
+@pytest.mark.parametrize(("name", "cases"), [
+    ("asin", [(0.0, 0.0), (-0.0, -0.0), (1.0, _PI_2), (-1.0, -_PI_2), (1.0000001, NAN),
+              (-2.0, NAN), (INF, NAN), (NAN, NAN), (DENORM_MIN, DENORM_MIN)]),
+    ("acos", [(1.0, 0.0), (-1.0, _PI), (0.0, _PI_2), (-0.0, _PI_2), (1.0000001, NAN),
+              (-1.0000001, NAN), (-INF, NAN), (NAN, NAN)]),
+    ("atan", [(0.0, 0.0), (-0.0, -0.0), (INF, _PI_2), (-INF, -_PI_2), (FLT_MAX, _PI_2),
+              (1.0, F32(math.pi / 4)), (NAN, NAN), (-DENORM_MIN, -DENORM_MIN)]),
+    ("asinh", [(0.0, 0.0), (-0.0, -0.0), (INF, INF), (-INF, -INF), (NAN, NAN),
+               (FLT_MAX, F32(math.asinh(FLT_MAX))), (DENORM_MIN, DENORM_MIN)]),
+    ("acosh", [(1.0, 0.0), (0.99999994, NAN), (-1.0, NAN), (-INF, NAN), (INF, INF), (NAN, NAN),
+               (FLT_MAX, F32(math.acosh(FLT_MAX)))]),
+    ("atanh", [(0.0, 0.0), (-0.0, -0.0), (1.0, INF), (-1.0, -INF), (1.0000001, NAN),
+               (-INF, NAN), (NAN, NAN), (DENORM_MIN, DENORM_MIN)]),
+])
+def test_inverse_specials(name: str, cases: list[tuple[float, float]]) -> None:
+    specials(name, cases)
+
+
+# ------------------------------------------------------------------------------------------
 # a target without FMA or SSE4.1 (baseline x86-64): still vectorized, no libm calls, accurate
 # ------------------------------------------------------------------------------------------
 _BASELINE_REFS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -571,7 +615,17 @@ _BASELINE_REFS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "sigmoid": sigmoid64,
     "softplus": softplus64,
     "erf": erf64,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
 }
+
+# the functions' domains (log1p from -1, log from 0, the inverse ones where they are finite)
+_BASELINE_RANGES = {"log1p": (-1.0, 100.0), "log": (0.0, 100.0), "asin": (-1.0, 1.0),
+                    "acos": (-1.0, 1.0), "acosh": (1.0, 100.0), "atanh": (-1.0, 1.0)}
 
 
 @pytest.mark.parametrize("name", sorted(MATH_FUNCTIONS))
@@ -587,8 +641,8 @@ def test_baseline_x86_64_without_fma(name: str) -> None:
         got = c(x, y)
         ref = np.power(x.astype(np.float64), y.astype(np.float64))
     else:
-        lo = -1.0 if name == "log1p" else (0.0 if name == "log" else -100.0)
-        x = spread(lo, 100.0, 200_000, seed=4)
+        lo, hi = _BASELINE_RANGES.get(name, (-100.0, 100.0))
+        x = spread(lo, hi, 200_000, seed=4)
         got = c(x)
         with np.errstate(all="ignore"):
             ref = _BASELINE_REFS[name](x.astype(np.float64))

@@ -53,7 +53,7 @@ _FMINMAX = {"min": ("minimumnum", ""), "max": ("maximumnum", ""), "max_nan": ("m
 _LIBM = {"exp": "expf", "log": "logf", "tanh": "tanhf", "erf": "erff", "pow": "powf",
          "sin": "sinf", "cos": "cosf"}
 _FLOAT_INTRINSIC = {"sqrt": "sqrt", "abs": "fabs", "floor": "floor", "ceil": "ceil",
-                    "round": "roundeven", "sin": "sin", "cos": "cos"}
+                    "round": "roundeven", "sin": "sin", "cos": "cos", "tan": "tan"}
 
 
 def _fconst(value: float, dtype: str) -> str:

@@ -54,6 +54,13 @@ UNARY: dict[str, tuple[tuple[str, ...], Callable[[te.Expr], te.Expr]]] = {
     "Round": (FLOATS, _u("round")),  # half to even, as ONNX
     "Sin": (FLOATS, _u("sin")),
     "Cos": (FLOATS, _u("cos")),
+    "Tan": (FLOATS, _u("tan")),
+    "Asin": (FLOATS, _u("asin")),  # NaN outside [-1, 1], as the inverse functions below
+    "Acos": (FLOATS, _u("acos")),
+    "Atan": (FLOATS, _u("atan")),
+    "Asinh": (FLOATS, _u("asinh")),
+    "Acosh": (FLOATS, _u("acosh")),
+    "Atanh": (FLOATS, _u("atanh")),  # ±inf at ±1
     "Not": (("bool",), _u("not")),
 }
 
