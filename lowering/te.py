@@ -147,7 +147,10 @@ class Binary(Expr):
     # the max a CPU computes fastest (one instruction and one NaN test, reduced by halves).
     ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "max_nan", "pow")
     COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
-    LOGIC = ("and", "or", "xor")
+    LOGIC = ("and", "or", "xor")  # bools, and integers bit by bit
+    # integer shifts by a count in [0, width) (LLVM's poison beyond: guard the count); "shr"
+    # shifts in the sign bit for signed types, zeros for unsigned ones
+    SHIFT = ("shl", "shr")
 
     def __init__(self, op: str, a: Expr, b: Expr) -> None:
         if a.dtype != b.dtype:
@@ -155,7 +158,7 @@ class Binary(Expr):
         self.op, self.a, self.b = op, a, b
         if op in self.COMPARE:
             self.dtype = "bool"
-        elif op in self.ARITH or op in self.LOGIC:
+        elif op in self.ARITH or op in self.LOGIC or op in self.SHIFT:
             self.dtype = a.dtype
         else:
             raise TEError(f"unknown binary op {op}")

@@ -16,13 +16,18 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from kernel_harness import run_te  # noqa: E402
 from program_runner import compile_onnx, node_model, ort_outputs, run_program  # noqa: E402
 
 from aotc.errors import AotcError  # noqa: E402
+from lowering import te  # noqa: E402
+from lowering.ops import OPS, OpContext  # noqa: E402
 
 RNG = np.random.default_rng(17)
 F16, F32, F64 = np.float16, np.float32, np.float64
 INF, NAN = np.inf, np.nan
+INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
+UNSIGNED = [np.uint8, np.uint16, np.uint32, np.uint64]
 
 
 def compiled(op: str, inputs: list[np.ndarray], consts=(), **attrs) -> tuple[list, list]:
@@ -98,4 +103,100 @@ def test_math_float64_as_numpy(op: str) -> None:
 def test_math_rejects_integers() -> None:
     model, feeds = node_model("Asin", [np.arange(3, dtype=np.int32)])
     with pytest.raises(AotcError, match="Asin"):
+        compile_onnx(model)
+
+
+# --- BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot --------------------------------------------
+
+def _ints(dtype: type, *shape: int) -> np.ndarray:
+    info = np.iinfo(dtype)
+    x = RNG.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+    flat = x.reshape(-1)
+    edges = np.array([info.min, info.max, 0, 1], dtype=dtype)
+    flat[: min(flat.size, edges.size)] = edges[: flat.size]
+    return x
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseOr", "BitwiseXor"])
+def test_bitwise_binary(op: str, dtype: type) -> None:
+    a, b = _ints(dtype, 3, 4, 9), _ints(dtype, 4, 1)  # broadcast
+    got, want = compiled(op, [a, b])
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[0].dtype == dtype
+
+
+@pytest.mark.parametrize("op", ["BitwiseAnd", "BitwiseXor"])
+def test_bitwise_binary_constant(op: str) -> None:
+    a, b = _ints(np.int32, 5, 6), np.array([0x0F0F0F0F], np.int32)
+    got, want = compiled(op, [a, b], consts=(1,))
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: d.__name__)
+def test_bitwise_not(dtype: type) -> None:
+    got, want = compiled("BitwiseNot", [_ints(dtype, 2, 3, 11)])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+# --- BitShift ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", UNSIGNED, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift_unsigned(direction: str, dtype: type) -> None:
+    """Counts past the width included (onnxruntime: 0)."""
+    bits = 8 * np.dtype(dtype).itemsize
+    x = _ints(dtype, 4, 40)
+    y = RNG.integers(0, bits + 4, size=(40,)).astype(dtype)
+    y[:4] = [0, bits - 1, bits, np.iinfo(dtype).max]
+    got, want = compiled("BitShift", [x, y], direction=direction)
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("count", [0, 3, 7, 8, 200])
+def test_bitshift_constant_count(count: int) -> None:
+    x = _ints(np.uint8, 6, 5)
+    got, want = compiled("BitShift", [x, np.array(count, np.uint8)], consts=(1,), direction="LEFT")
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def _shift_reference(x: np.ndarray, y: np.ndarray, left: bool) -> np.ndarray:
+    """Opset 28's definition, one element at a time in Python integers."""
+    bits = 8 * x.dtype.itemsize
+    out = []
+    for a, n in zip(x.tolist(), y.tolist(), strict=True):
+        if n < 0 or n >= bits:
+            out.append(-1 if (not left and a < 0) else 0)
+        elif left:
+            v = (a << n) & ((1 << bits) - 1)
+            out.append(v - (1 << bits) if v >= 1 << (bits - 1) else v)
+        else:
+            out.append(a >> n)
+    return np.array(out, dtype=x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int16, np.int32, np.int64],
+                         ids=lambda d: d.__name__)
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bitshift_signed_definition(direction: str, dtype: type) -> None:
+    """Signed types (opset 28): the frontend still converts models to opset 21, where onnx
+    refuses them, so the definition is run directly: arithmetic right shifts, negative counts
+    and counts past the width give the sign fill."""
+    bits = 8 * np.dtype(dtype).itemsize
+    x = _ints(dtype, 64)
+    y = RNG.integers(-bits - 2, bits + 3, size=64).astype(dtype)
+    y[:6] = [-1, 0, bits - 1, bits, bits + 1, -bits]
+    x[:6] = [-8, -1, 1, -8, 5, -3]
+    px, py = te.placeholder(x.shape, x.dtype.name, "x"), te.placeholder(y.shape, y.dtype.name, "y")
+    ctx = OpContext("n", "BitShift", {"direction": direction}, [px, py], [None, None],
+                    [x.shape], [x.dtype.name])
+    (out,) = OPS["BitShift"](ctx)
+    got = run_te([px, py], [out], [x, y])[0]
+    np.testing.assert_array_equal(got, _shift_reference(x, y, direction == "LEFT"))
+
+
+def test_bitshift_bad_direction() -> None:
+    model, _ = node_model("BitShift", [np.ones(3, np.uint8), np.ones(3, np.uint8)],
+                          direction="UP")
+    with pytest.raises(AotcError, match="direction"):
         compile_onnx(model)

@@ -500,6 +500,10 @@ class _FunctionEmitter:
             self.line(f"{r} = {_IBIN[e.op]} {ty} {a}, {b}")
             return r
         unsigned = dt in UNSIGNED
+        if e.op in te.Binary.SHIFT:
+            op = "shl" if e.op == "shl" else ("lshr" if unsigned else "ashr")
+            self.line(f"{r} = {op} {ty} {a}, {b}")
+            return r
         if e.op == "div":
             self.line(f"{r} = {'udiv' if unsigned else 'sdiv'} {ty} {a}, {b}")
             return r
