@@ -1,15 +1,17 @@
-"""MaxPool and AveragePool: N-d sliding-window reductions (kernel, strides, pads, dilations,
-auto_pad, ceil_mode; count_include_pad for the average).
+"""MaxPool, AveragePool and LpPool: N-d sliding-window reductions (kernel, strides, pads,
+dilations, auto_pad, ceil_mode; count_include_pad for the average; p for LpPool).
 
 Both read an explicit padded copy of the input (filled with the type's minimum for max, zero
 for the average), so the window loops carry no conditions. The average divides each window sum
 by the number of window positions that fall inside the input (or inside input and pads when
-count_include_pad=1), a closed form of the output index.
+count_include_pad=1), a closed form of the output index. LpPool sums |x|^p over the window
+(pads add 0) and takes the p-th root, as onnxruntime: (sum |x|^p)^(1/p).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from lowering import te
 from lowering.ops import OpContext, register_op
@@ -96,3 +98,27 @@ def average_pool(ctx: OpContext) -> list[te.Tensor]:
         return total[(n, c, *o)] / te.cast(dtype, count)
 
     return [te.compute(total.shape, mean, name="avg_pool")]
+
+
+@register_op("LpPool")
+def lp_pool(ctx: OpContext) -> list[te.Tensor]:
+    x = ctx.input(0)
+    if x.dtype not in te.FLOAT_DTYPES:
+        raise ctx.error(f"LpPool of {x.dtype} tensors is not supported (float only)")
+    p = int(ctx.attr("p", 2))
+    if p < 1:
+        raise ctx.error(f"p must be a positive integer, got {p}")
+
+    def power(*i: te.Expr) -> te.Expr:  # |x|^p, inlined into the window sum
+        a = te.unary("abs", x[i])
+        return a if p == 1 else a * a if p == 2 else te.power(a, te.Const(p, x.dtype))
+
+    powered = te.compute(x.shape, power, name="lp_pool_pow", inline=True)
+    _, total, _ = _window_sum(replace(ctx, inputs=[powered]), "sum", 0.0, "lp_pool_sum")
+
+    def root(*i: te.Expr) -> te.Expr:
+        s = total[i]
+        return s if p == 1 else te.unary("sqrt", s) if p == 2 else te.power(
+            s, te.Const(1.0 / p, x.dtype))
+
+    return [te.compute(total.shape, root, name="lp_pool")]
