@@ -145,7 +145,8 @@ class Binary(Expr):
     # for maxima that only shift (softmax, log-sum-exp): a NaN operand gives NaN, and a zero
     # result may have either sign; neither changes what those ops compute from it, and it is
     # the max a CPU computes fastest (one instruction and one NaN test, reduced by halves).
-    ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "max_nan", "pow")
+    ARITH = ("add", "sub", "mul", "div", "floordiv", "mod", "min", "max", "max_nan", "pow",
+             "fmod")  # fmod: C's fmod of floats (the dividend's sign), exact
     COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
     LOGIC = ("and", "or", "xor")  # bools, and integers bit by bit
     # integer shifts by a count in [0, width) (LLVM's poison beyond: guard the count); "shr"

@@ -495,6 +495,9 @@ class _FunctionEmitter:
                 return self._intrinsic(name, ty, [a, b], flags=flags)
             if e.op == "pow":
                 return self._math("pow", dt, [a, b])
+            if e.op == "fmod":  # LLVM's frem is C's fmod (a libm call on most targets)
+                self.line(f"{r} = frem {ty} {a}, {b}")
+                return r
             raise TypeError(f"float {e.op} is not supported")
         if e.op in _IBIN:
             self.line(f"{r} = {_IBIN[e.op]} {ty} {a}, {b}")

@@ -17,7 +17,9 @@ reference use). The special values follow C and ONNX (opset 28 defines float fmo
 and ±inf mod y are NaN, x mod ±inf is x (fmod=0: x if the signs agree, else ±inf), a zero
 remainder carries a's sign (fmod=1) or b's (fmod=0).
 
-float64 is refused: the same reduction would need a 106-bit product per step.
+float64 is C's fmod itself (te's "fmod", LLVM's frem: a libm call per element, as float64's
+other math functions are): the same reduction would need a 106-bit product per step. The
+sign fix-up and special values after it are float32's.
 """
 
 from __future__ import annotations
@@ -83,15 +85,20 @@ def _float_mod(ctx: OpContext, fmod: bool) -> te.Tensor:
     def finish(*i: te.Expr) -> te.Expr:
         a, b = read_a(i), read_b(i)
         rem = te.cast("float32", r[i])  # fmod(|a|, |b|)
-        zero = te.Const(0.0, "float32")
-        rem = te.select(te.lt(a, 0), -rem, rem)
-        if fmod:  # a zero remainder has a's sign (a is finite there)
-            return te.select(te.eq(rem, 0), a * zero, rem)
-        differ = te.logical_and(te.ne(rem, 0), te.ne(te.lt(rem, 0), te.lt(b, 0)))
-        signed_zero = te.select(te.lt(b, 0), te.Const(-0.0, "float32"), zero)
-        return te.select(te.eq(rem, 0), signed_zero, te.select(differ, rem + b, rem))
+        return _signed(a, b, te.select(te.lt(a, 0), -rem, rem), fmod)
 
     return te.compute(shape, finish, name="mod")
+
+
+def _signed(a: te.Expr, b: te.Expr, rem: te.Expr, fmod: bool) -> te.Expr:
+    """The result from C's fmod(a, b) `rem` (a's sign, or NaN): for fmod=1 a zero carries a's
+    sign, for fmod=0 a nonzero remainder takes b's (adding b) and a zero is b's signed zero."""
+    zero = te.Const(0.0, a.dtype)
+    if fmod:  # a is finite where the remainder is 0
+        return te.select(te.eq(rem, 0), a * zero, rem)
+    differ = te.logical_and(te.ne(rem, 0), te.ne(te.lt(rem, 0), te.lt(b, 0)))
+    signed_zero = te.select(te.lt(b, 0), te.Const(-0.0, a.dtype), zero)
+    return te.select(te.eq(rem, 0), signed_zero, te.select(differ, rem + b, rem))
 
 
 @register_op("Mod")
@@ -104,8 +111,9 @@ def mod(ctx: OpContext) -> list[te.Tensor]:
         raise ctx.error(f"fmod must be 0 or 1, got {fmod}")
     if a.dtype in INTS:
         return [elementwise(ctx, _int_fmod if fmod else _int_mod, [0, 1])]
-    if a.dtype != "float32":
-        raise ctx.error(f"Mod of {a.dtype} is not supported (integers, float32)",
-                        hint="an exact float64 remainder is not implemented; cast to float32 "
-                             "if its range suffices")
+    if a.dtype == "float64":
+        return [elementwise(ctx, lambda x, y: _signed(x, y, te.binary("fmod", x, y),
+                                                      bool(fmod)), [0, 1])]
+    if a.dtype != "float32":  # float16 and bfloat16 reach definitions as float32 (run_op)
+        raise ctx.error(f"Mod of {a.dtype} is not supported (integers, floats)")
     return [_float_mod(ctx, bool(fmod))]
