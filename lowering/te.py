@@ -173,7 +173,7 @@ class Unary(Expr):
     OPS = (
         "neg", "abs", "exp", "log", "sqrt", "tanh", "erf", "sigmoid", "softplus",
         "floor", "ceil", "round", "not", "sin", "cos", "tan",
-        "asin", "acos", "atan", "asinh", "acosh", "atanh",
+        "asin", "acos", "atan", "asinh", "acosh", "atanh", "sinh", "cosh",
     )
 
     def __init__(self, op: str, a: Expr) -> None:

@@ -1,7 +1,7 @@
-"""Tan and the inverse trigonometric and hyperbolic operators, the bitwise operators and
-BitShift against onnxruntime (numpy where onnxruntime has no kernel for the type).
+"""Tan, Sinh, Cosh, the inverse trigonometric and hyperbolic operators, the bitwise operators,
+BitShift and float64 Mod against onnxruntime (numpy where onnxruntime has no kernel).
 
-The inverse functions are correctly rounded in float32 but for rare ties (vecmath_inverse.py),
+Sinh, Cosh and the inverse functions are correctly rounded in float32 but for rare ties,
 onnxruntime's within 4.4 ulps, so float32 results must be within an ulp of float64 numpy and 5
 of onnxruntime, with NaN, ±inf and signed zeros in the same places; float16 within one unit of
 its last place.
@@ -50,16 +50,18 @@ def assert_ulps(got: np.ndarray, want: np.ndarray, max_ulp: float) -> None:
     assert err.size == 0 or err.max() <= max_ulp, f"{err.max():.2f} ulp at {want[fin][err.argmax()]}"
 
 
-# --- Tan, Asin, Acos, Atan, Asinh, Acosh, Atanh ------------------------------------------------
+# --- Tan, Sinh, Cosh, Asin, Acos, Atan, Asinh, Acosh, Atanh ------------------------------------
 
 # each operator's domain (random inputs over it) and the values at and past its edges
 DOMAIN = {"Tan": (-4.0, 4.0), "Asin": (-1.0, 1.0), "Acos": (-1.0, 1.0), "Atan": (-50.0, 50.0),
-          "Asinh": (-50.0, 50.0), "Acosh": (1.0, 60.0), "Atanh": (-1.0, 1.0)}
+          "Asinh": (-50.0, 50.0), "Acosh": (1.0, 60.0), "Atanh": (-1.0, 1.0),
+          "Sinh": (-95.0, 95.0), "Cosh": (-95.0, 95.0)}
 EDGES = np.array([0.0, -0.0, 1.0, -1.0, 1.0000001, -1.0000001, 0.99999994, -0.99999994, 2.0,
                   -2.0, INF, -INF, NAN, 1e-30, -1e-30, 1e-45, 3e38, -3e38, 1e8, 1.5707964,
                   -1.5707964, 0.5, 1e-4], F32)
 NP_REF = {"Tan": np.tan, "Asin": np.arcsin, "Acos": np.arccos, "Atan": np.arctan,
-          "Asinh": np.arcsinh, "Acosh": np.arccosh, "Atanh": np.arctanh}
+          "Asinh": np.arcsinh, "Acosh": np.arccosh, "Atanh": np.arctanh, "Sinh": np.sinh,
+          "Cosh": np.cosh}
 
 
 def _inputs(op: str, n: int, dtype: type) -> np.ndarray:

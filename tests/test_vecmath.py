@@ -561,7 +561,7 @@ def test_pow_specials() -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# inverse trigonometric and hyperbolic functions (computed in double, rounded once)
+# inverse trigonometric and hyperbolic functions, sinh and cosh (in double, rounded once)
 # ------------------------------------------------------------------------------------------
 _INVERSE = {
     "asin": (np.arcsin, -1.0, 1.0),
@@ -570,6 +570,8 @@ _INVERSE = {
     "asinh": (np.arcsinh, -FLT_MAX, FLT_MAX),
     "acosh": (np.arccosh, 1.0, FLT_MAX),
     "atanh": (np.arctanh, -1.0, 1.0),
+    "sinh": (np.sinh, -100.0, 100.0),
+    "cosh": (np.cosh, -100.0, 100.0),
 }
 
 
@@ -599,6 +601,10 @@ _PI_2 = F32(math.pi / 2)
                (FLT_MAX, F32(math.acosh(FLT_MAX)))]),
     ("atanh", [(0.0, 0.0), (-0.0, -0.0), (1.0, INF), (-1.0, -INF), (1.0000001, NAN),
                (-INF, NAN), (NAN, NAN), (DENORM_MIN, DENORM_MIN)]),
+    ("sinh", [(0.0, 0.0), (-0.0, -0.0), (INF, INF), (-INF, -INF), (NAN, NAN), (89.0, F32(math.sinh(89.0))),
+              (89.5, INF), (-89.5, -INF), (DENORM_MIN, DENORM_MIN), (1.0, F32(math.sinh(1.0)))]),
+    ("cosh", [(0.0, 1.0), (-0.0, 1.0), (INF, INF), (-INF, INF), (NAN, NAN), (89.5, INF),
+              (-89.0, F32(math.cosh(89.0))), (DENORM_MIN, 1.0), (1.0, F32(math.cosh(1.0)))]),
 ])
 def test_inverse_specials(name: str, cases: list[tuple[float, float]]) -> None:
     specials(name, cases)
@@ -621,6 +627,8 @@ _BASELINE_REFS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "asinh": np.arcsinh,
     "acosh": np.arccosh,
     "atanh": np.arctanh,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
 }
 
 # the functions' domains (log1p from -1, log from 0, the inverse ones where they are finite)

@@ -25,7 +25,8 @@ ITEMSIZE = te.ITEMSIZE
 _OP_COST = {"div": 4.0, "floordiv": 4.0, "mod": 4.0, "pow": 30.0, "sqrt": 4.0, "exp": 12.0,
             "log": 14.0, "tanh": 16.0, "erf": 16.0, "sigmoid": 14.0, "softplus": 26.0,
             "sin": 16.0, "cos": 16.0, "tan": 20.0, "asin": 30.0, "acos": 30.0, "atan": 26.0,
-            "asinh": 34.0, "acosh": 34.0, "atanh": 32.0, "fmod": 40.0}
+            "asinh": 34.0, "acosh": 34.0, "atanh": 32.0, "fmod": 40.0,
+            "sinh": 28.0, "cosh": 26.0}
 
 
 @dataclass

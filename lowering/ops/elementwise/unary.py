@@ -61,6 +61,8 @@ UNARY: dict[str, tuple[tuple[str, ...], Callable[[te.Expr], te.Expr]]] = {
     "Asinh": (FLOATS, _u("asinh")),
     "Acosh": (FLOATS, _u("acosh")),
     "Atanh": (FLOATS, _u("atanh")),  # ±inf at ±1
+    "Sinh": (FLOATS, _u("sinh")),
+    "Cosh": (FLOATS, _u("cosh")),
     "Not": (("bool",), _u("not")),
 }
 
