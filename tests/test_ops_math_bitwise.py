@@ -228,3 +228,33 @@ def test_mod_float64_constant_divisor() -> None:
     x = RNG.standard_normal((4, 33)) * 1e6
     got, want = compiled("Mod", [x, np.array(-0.3)], consts=(1,), fmod=0, opset=28)
     np.testing.assert_array_equal(got[0], want[0])
+
+
+# --- Pow of an integer base by an exponent known at run time -----------------------------------
+
+POW_BASES = np.array([-7, -3, -2, -1, 0, 1, 2, 3, 5, 10, 46340, -46341, 1 << 20], np.int64)
+POW_EXPONENTS = [np.array([0, 1, 2, 3, 5, -1, -2, 4], dtype) for dtype in (np.int32, np.int64)]
+POW_EXPONENTS.append(np.array([0.0, 0.5, 1.0, 2.0, 2.5, -1.0, 1.5, 3.0], F32))
+
+
+@pytest.mark.parametrize("base_type", [np.int32, np.int64], ids=lambda d: d.__name__)
+@pytest.mark.parametrize("expo", POW_EXPONENTS, ids=lambda e: e.dtype.name)
+def test_pow_integer_base_runtime_exponent(base_type: type, expo: np.ndarray) -> None:
+    """Negative and fractional exponents truncate toward zero (2^-1 = 0, 5^1.5 = 11), as
+    onnxruntime's float64 pow; results stay inside the type (out of range is undefined)."""
+    x = POW_BASES[:, None].astype(base_type)
+    y = expo[None, :]
+    with np.errstate(all="ignore"):
+        wide = np.power(x.astype(F64), y.astype(F64))
+    info = np.iinfo(base_type)
+    keep = np.all(np.isfinite(wide) & (wide >= info.min) & (wide <= info.max), axis=1)
+    got, want = compiled("Pow", [x[keep], y.astype(expo.dtype)])
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[0].dtype == base_type
+
+
+def test_pow_integer_base_constant_negative_exponent() -> None:
+    x = np.arange(-4, 5, dtype=np.int32)
+    x = x[x != 0]
+    got, want = compiled("Pow", [x, np.array(-1, np.int32)], consts=(1,))
+    np.testing.assert_array_equal(got[0], want[0])

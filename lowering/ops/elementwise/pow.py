@@ -2,8 +2,11 @@
 
 A uniform constant exponent of 0, 1, 2, 3, -1 or 0.5 becomes 1, x, x·x, x·x·x, 1/x or sqrt(x)
 (exact and vectorisable; sqrt(-inf) is patched to +inf as pow gives). Other exponents call the
-target's pow. An integer base needs a constant non-negative integer exponent (repeated
-multiplication, wrapping like C); anything else is rejected.
+target's pow. An integer base with a constant non-negative integer exponent is repeated
+multiplication (wrapping like C); with any other exponent (computed at run time, negative,
+fractional) it is onnxruntime's `static_cast<T>(std::pow(double(x), double(y)))`: libm's pow
+in float64, truncated toward zero (2^-1 = 0), a result out of the type's range as Cast
+converts it.
 """
 
 from __future__ import annotations
@@ -55,9 +58,9 @@ def pow_(ctx: OpContext) -> list[te.Tensor]:
         )]
     if base.dtype not in ("int64", "int32"):
         raise ctx.error(f"Pow of a {base.dtype} base is not supported")
-    if e is None or not math.isfinite(e) or e != int(e) or not 0 <= e <= 1 << 16:
-        raise ctx.error(
-            f"Pow of an integer base needs a constant non-negative integer exponent "
-            f"(exponent is a {expo.dtype} tensor of shape {list(expo.shape)})"
-        )
-    return [elementwise(ctx, lambda x: _int_power(x, int(e)), [0])]
+    if e is not None and math.isfinite(e) and e == int(e) and 0 <= e <= 1 << 16:
+        return [elementwise(ctx, lambda x: _int_power(x, int(e)), [0])]
+    if expo.dtype not in te.NUMERIC_DTYPES:
+        raise ctx.error(f"Pow of an integer base by a {expo.dtype} exponent is not supported")
+    return [elementwise(ctx, lambda x, y: te.cast(base.dtype, te.power(
+        te.cast("float64", x), te.cast("float64", y))), [0, 1])]
