@@ -1,5 +1,10 @@
 """Bring the default ONNX domain to aotc's canonical opset, one node at a time.
 
+The canonical opset is the newest the required onnx (>= 1.23) defines, so models are only ever
+converted up: an older model's nodes take their newest form, and a new model (opset 22-28:
+Attention, RMSNormalization, RotaryEmbedding, signed BitShift, the ceil-mode pooling sizes of
+opset 22) is read as written. Converting down instead lost what opset 22+ added.
+
 onnx's version converter is all-or-nothing and onnxscript's only goes 18→, so aotc normalises
 per operator: a node whose schema is the same at its opset and at the canonical opset is
 relabelled; an operator whose form changed (attributes that became inputs, changed semantics)
@@ -17,7 +22,7 @@ from aotc.errors import AotcError
 from aotc.frontend import irutil
 from aotc.frontend.opset_rules import RULES
 
-CANONICAL_OPSET: int = 21
+CANONICAL_OPSET: int = 28
 
 # Attributes of opset < 7 that carry no meaning for inference.
 _OBSOLETE_ATTRS = ("consumed_inputs", "is_test")
