@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from program_runner import check_node as run_node  # noqa: E402
+from program_runner import compile_onnx, node_model, run_program  # noqa: E402
 
 RNG = np.random.default_rng(1)
 
@@ -201,6 +202,38 @@ def test_cumsum(shape, axis, exclusive, reverse):
 def test_cumsum_types(dtype, n):
     run_node("CumSum", [rand(3, n, dtype=dtype), np.asarray([1], dtype=np.int32)], consts={1},
              exclusive=1, reverse=1)
+
+
+def _cumprod_reference(x: np.ndarray, axis: int, exclusive: int, reverse: int) -> np.ndarray:
+    x = np.flip(x, axis) if reverse else x
+    out = np.cumprod(x, axis=axis, dtype=x.dtype)
+    if exclusive:
+        ones = np.ones_like(np.take(out, [0], axis=axis))
+        out = np.concatenate([ones, np.delete(out, -1, axis=axis)], axis=axis)
+    return np.flip(out, axis) if reverse else out
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("shape,axis,dtype", [
+    ((3, 1, 7), -1, np.float32),   # short axis: one masked product
+    ((2, 45, 3), 1, np.float32),   # long axis (blocks of 7, the last one short)
+    ((4, 40), 1, np.int64),
+    ((3, 20), 0, np.float64),
+])
+def test_cumprod(shape, axis, dtype, exclusive, reverse):
+    """CumProd (opset 26; onnxruntime has no kernel for it) against numpy: values near 1 keep
+    the products finite; a zero and a NaN in a row reach the outputs after them."""
+    rng = np.random.default_rng(3)
+    x = (rng.random(shape) + 0.5).astype(dtype) if dtype != np.int64 else \
+        rng.integers(-2, 3, size=shape).astype(dtype)
+    if dtype == np.float32 and shape[axis] > 10:
+        x[0, 0, 0] = 0.0
+        x[1, 3, 0] = np.nan
+    model, feeds = node_model("CumProd", [x, np.asarray(axis, dtype=np.int64)], consts=(1,),
+                              opset=26, exclusive=exclusive, reverse=reverse)
+    got = run_program(compile_onnx(model), feeds)[0]
+    np.testing.assert_allclose(got, _cumprod_reference(x, axis % len(shape), exclusive, reverse),
+                               rtol=1e-5)
 
 
 def test_cumsum_runtime_axis_is_refused():

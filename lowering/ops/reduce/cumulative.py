@@ -1,12 +1,13 @@
-"""CumSum along one axis (a constant input): inclusive or exclusive, forward or reverse.
+"""CumSum and CumProd along one axis (a constant input): inclusive or exclusive, forward or
+reverse. The two differ only in how they combine (sum or product) and its identity (0 or 1).
 
 Positions are counted from the end when `reverse` is set: with l the position of an output
 along the axis (n - 1 - i reversed, else i), out = the sum of the input at positions j <= l
-(j < l when `exclusive`). A short axis (n <= 16) is one masked reduction over the whole axis.
+(j < l when `exclusive`); CumProd likewise with products. A short axis (n <= 16) is one masked reduction over the whole axis.
 A longer one is blocked, so that a row costs n·sqrt(n) additions instead of n²: block sums of
 B ≈ sqrt(n) elements, their exclusive prefix sums, and each output as its block's prefix plus
-a masked reduction over its own block. Float sums therefore add in that order (blocks, then
-the elements of one), not strictly left to right as onnxruntime does.
+a masked reduction over its own block. Float sums (and products) therefore combine in that
+order (blocks, then the elements of one), not strictly left to right as onnxruntime does.
 """
 
 from __future__ import annotations
@@ -33,16 +34,25 @@ def _axis(ctx: OpContext, rank: int) -> int:
 
 @register_op("CumSum")
 def cumsum(ctx: OpContext) -> list[te.Tensor]:
+    return _cumulative(ctx, "CumSum", "sum", 0)
+
+
+@register_op("CumProd")
+def cumprod(ctx: OpContext) -> list[te.Tensor]:
+    return _cumulative(ctx, "CumProd", "prod", 1)
+
+
+def _cumulative(ctx: OpContext, op: str, combiner: str, identity: int) -> list[te.Tensor]:
     x = ctx.input(0)
     if x.dtype not in DTYPES:
-        raise ctx.error(f"CumSum of {x.dtype} is not supported ({', '.join(DTYPES)})")
+        raise ctx.error(f"{op} of {x.dtype} is not supported ({', '.join(DTYPES)})")
     if not x.shape:
-        raise ctx.error("CumSum needs an input of rank 1 or more")
+        raise ctx.error(f"{op} needs an input of rank 1 or more")
     axis = _axis(ctx, len(x.shape))
     exclusive = bool(int(ctx.attr("exclusive", 0)))
     reverse = bool(int(ctx.attr("reverse", 0)))
     n = x.shape[axis]
-    zero = te.as_expr(0, x.dtype)
+    neutral = te.as_expr(identity, x.dtype)  # what a masked-out element contributes
 
     def at(i: Index, j: te.Expr) -> Index:
         return (*i[:axis], j, *i[axis + 1 :])
@@ -62,23 +72,25 @@ def cumsum(ctx: OpContext) -> list[te.Tensor]:
                    keep: Callable[[te.Expr], te.Expr], init: te.Expr | None = None) -> te.Expr:
         r = te.reduce_axis(length, "c")
         j = first(r.var)
-        return te.reduce("sum", te.select(keep(j), read(i, j), zero), [r], init)
+        return te.reduce(combiner, te.select(keep(j), read(i, j), neutral), [r], init)
 
     if n <= DIRECT_MAX:
         return [te.compute(x.shape, lambda *i: masked_sum(
-            i, n, lambda r: r, lambda j: included(j, position(i))), name="cumsum")]
+            i, n, lambda r: r, lambda j: included(j, position(i))), name=op.lower())]
 
     block = math.isqrt(n - 1) + 1  # ceil(sqrt(n))
     blocks = -(-n // block)
     blocks_shape = (*x.shape[:axis], blocks, *x.shape[axis + 1 :])
     sums = te.compute(blocks_shape, lambda *i: masked_sum(
-        i, block, lambda r: i[axis] * block + r, lambda j: te.lt(j, n)), name="cumsum_blocks")
+        i, block, lambda r: i[axis] * block + r, lambda j: te.lt(j, n)),
+        name=f"{op.lower()}_blocks")
 
     def before(*i: te.Expr) -> te.Expr:
         r = te.reduce_axis(blocks, "b")
-        return te.reduce("sum", te.select(te.lt(r.var, i[axis]), sums[at(i, r.var)], zero), [r])
+        return te.reduce(combiner, te.select(te.lt(r.var, i[axis]), sums[at(i, r.var)], neutral),
+                         [r])
 
-    prefix = te.compute(sums.shape, before, name="cumsum_prefix")
+    prefix = te.compute(sums.shape, before, name=f"{op.lower()}_prefix")
 
     def out(*i: te.Expr) -> te.Expr:
         pos = position(i)
@@ -86,4 +98,4 @@ def cumsum(ctx: OpContext) -> list[te.Tensor]:
         return masked_sum(i, block, lambda r: start + r, lambda j: included(j, pos),
                           init=prefix[at(i, pos // block)])
 
-    return [te.compute(x.shape, out, name="cumsum")]
+    return [te.compute(x.shape, out, name=op.lower())]
