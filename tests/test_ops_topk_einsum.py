@@ -190,3 +190,110 @@ def test_topk_backend_cases_with_k_frozen(case) -> None:
     got = run_program(compile_onnx(model), feeds)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
+
+
+# --- Einsum ------------------------------------------------------------------------------------
+
+def einsum_outputs(equation: str, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    model, feeds = node_model("Einsum", inputs, equation=equation)
+    return run_program(compile_onnx(model), feeds)[0], ort_outputs(model, feeds)[0]
+
+
+def assert_einsum(equation: str, *shapes: tuple[int, ...], dtype: type = np.float32) -> None:
+    inputs = [(RNG.standard_normal(s) * 3).astype(dtype) for s in shapes]
+    got, want = einsum_outputs(equation, inputs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if np.dtype(dtype).kind in "iu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        tol = {np.float16: 1e-2, np.float32: 1e-5, np.float64: 1e-12}[dtype]
+        scale = max(1.0, float(np.abs(want.astype(np.float64)).max(initial=0)))
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=tol, atol=tol * scale)
+
+
+FORMS = [
+    ("bij,bjk->bik", (3, 5, 7), (3, 7, 4)),        # batched matmul
+    ("ij,kj->ik", (6, 9), (5, 9)),                 # B transposed (a Linear layer)
+    ("ji,jk->ik", (9, 6), (9, 5)),                 # A transposed
+    ("ij,jk", (4, 3), (3, 6)),                     # implicit output
+    ("bhqd,bhkd->bhqk", (2, 3, 5, 8), (2, 3, 7, 8)),  # attention scores
+    ("bhqk,bhkd->bhqd", (2, 3, 5, 7), (2, 3, 7, 8)),
+    ("ij->ji", (4, 7)),                            # transpose
+    ("abc->cab", (2, 3, 4)),
+    ("ij->i", (5, 6)),                             # reductions
+    ("ij->j", (5, 6)),
+    ("ij->", (5, 6)),
+    ("ii->i", (5, 5)),                             # diagonal
+    ("ii", (6, 6)),                                # trace
+    ("bii->bi", (3, 4, 4)),
+    ("...ii->...i", (2, 3, 4, 4)),
+    ("i,j->ij", (5,), (7,)),                       # outer product
+    ("bi,bj->bij", (3, 4), (3, 5)),
+    ("i,i", (9,), (9,)),                           # inner product
+    ("ij,ij->ij", (4, 5), (4, 5)),                 # element-wise
+    ("...ij,...jk->...ik", (2, 1, 3, 4), (1, 5, 4, 6)),  # broadcast batch
+    ("...ij,jk->...ik", (2, 3, 4), (4, 5)),
+    ("...i,i->...", (3, 2, 6), (6,)),
+    ("i...,i->...", (6, 2, 3), (6,)),
+    ("abc,cd,de->abe", (2, 3, 4), (4, 5), (5, 6)),  # a chain, contracted left to right
+    ("ij,jk,kl", (3, 4), (4, 5), (5, 2)),
+    (" ij , jk -> ik ", (3, 4), (4, 2)),           # spaces
+    ("ij,j->i", (3, 1), (4,)),                      # an axis of 1 broadcasts
+]
+
+
+@pytest.mark.parametrize("equation,shapes", [(f[0], f[1:]) for f in FORMS],
+                         ids=[f[0].replace(" ", "_") for f in FORMS])
+def test_einsum_forms(equation: str, shapes: tuple) -> None:
+    assert_einsum(equation, *shapes)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float16, np.int32, np.int64])
+def test_einsum_types(dtype: type) -> None:
+    assert_einsum("bij,bjk->bik", (2, 3, 4), (2, 4, 5), dtype=dtype)
+    assert_einsum("ij->j", (5, 6), dtype=dtype)
+
+
+def test_einsum_upper_case_implicit_order_as_numpy() -> None:
+    """Implicit output letters sort in ASCII order (upper case first), numpy's rule, which
+    ONNX's reference follows (onnxruntime refuses upper case there)."""
+    a, b = RNG.standard_normal((2, 3)).astype(np.float32), RNG.standard_normal((3, 4))
+    b = b.astype(np.float32)
+    model, feeds = node_model("Einsum", [a, b], equation="Ba,ab")
+    got = run_program(compile_onnx(model), feeds)[0]
+    np.testing.assert_allclose(got, np.einsum("Ba,ab", a, b), rtol=1e-5)
+
+
+def test_einsum_matmul_gets_the_gemm_template() -> None:
+    from lowering import te
+    from lowering.ops import OpContext, run_op
+    from lowering.search.select import space_for
+    from targets.cpu.target import host_target
+
+    a = te.placeholder((4, 64, 96), "float32", "a")
+    b = te.placeholder((4, 96, 80), "float32", "b")
+    for eq, bb in (("bij,bjk->bik", b), ("bij,bkj->bik", te.placeholder((4, 80, 96),
+                                                                       "float32", "b"))):
+        ctx = OpContext("n", "Einsum", {"equation": eq}, [a, bb], [None, None],
+                        [(4, 64, 80)], ["float32"])
+        assert space_for([a, bb], run_op(ctx), [None, None], host_target()).kind == "gemm", eq
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (5, 6)]),        # extents differ
+    ("ij->k", [(3, 4)]),                    # an output label no operand has
+    ("ij,jk", [(3, 4)]),                    # operand count
+    ("ijk->i", [(3, 4)]),                   # too many labels
+    ("...ij->ij", [(2, 3, 4)]),             # ellipsis axes left out
+    ("i1->i", [(3, 4)]),                    # not a letter
+])
+def test_einsum_bad_equations_are_refused(equation: str, shapes: list) -> None:
+    from lowering import te
+    from lowering.ops import OpContext, run_op
+
+    ins = [te.placeholder(s, "float32", f"x{i}") for i, s in enumerate(shapes)]
+    ctx = OpContext("n", "Einsum", {"equation": equation}, ins, [None] * len(ins), [],
+                    ["float32"])
+    with pytest.raises(AotcError, match="Einsum"):
+        run_op(ctx)
