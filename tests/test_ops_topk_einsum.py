@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pathlib
 import sys
-import warnings
 
 import numpy as np
 import onnx
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from backend_cases import backend_cases, frozen  # noqa: E402
 from program_runner import compile_onnx, node_model, ort_outputs, run_program  # noqa: E402
 
 from aotc.errors import AotcError  # noqa: E402
@@ -160,33 +160,9 @@ def test_topk_k_out_of_range_is_refused() -> None:
         compile_onnx(model)
 
 
-def _frozen_k(case) -> tuple[onnx.ModelProto, list[np.ndarray], list[np.ndarray]]:
-    """A backend case's model with its k input made an initializer of the case's value."""
-    from onnx import numpy_helper
-
-    inputs, outputs = case.data_sets[0]
-    inputs = [numpy_helper.to_array(a) if isinstance(a, onnx.TensorProto) else np.asarray(a)
-              for a in inputs]
-    model = onnx.ModelProto.FromString(case.model.SerializeToString())
-    graph = model.graph
-    k_name = graph.node[0].input[1]
-    pos = [i.name for i in graph.input].index(k_name)
-    graph.initializer.append(numpy_helper.from_array(inputs[pos], k_name))
-    del graph.input[pos]
-    return model, inputs[:pos] + inputs[pos + 1 :], [np.asarray(o) for o in outputs]
-
-
-def _backend_cases(prefix: str) -> list:
-    from onnx.backend.test.case.node import collect_testcases
-
-    with warnings.catch_warnings():  # the generators of other operators' cases warn
-        warnings.simplefilter("ignore")
-        return [c for c in collect_testcases() if c.name.startswith(prefix)]
-
-
-@pytest.mark.parametrize("case", _backend_cases("test_top_k"), ids=lambda c: c.name)
+@pytest.mark.parametrize("case", backend_cases("test_top_k"), ids=lambda c: c.name)
 def test_topk_backend_cases_with_k_frozen(case) -> None:
-    model, feeds, want = _frozen_k(case)
+    model, feeds, want = frozen(case, [1])
     got = run_program(compile_onnx(model), feeds)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
