@@ -2,11 +2,11 @@
 reverse. The two differ only in how they combine (sum or product) and its identity (0 or 1).
 
 Positions are counted from the end when `reverse` is set: with l the position of an output
-along the axis (n - 1 - i reversed, else i), out = the sum of the input at positions j <= l
-(j < l when `exclusive`); CumProd likewise with products. A short axis (n <= 16) is one masked reduction over the whole axis.
-A longer one is blocked, so that a row costs n·sqrt(n) additions instead of n²: block sums of
-B ≈ sqrt(n) elements, their exclusive prefix sums, and each output as its block's prefix plus
-a masked reduction over its own block. Float sums (and products) therefore combine in that
+along the axis (n - 1 - i reversed, else i), out = the sum (product) of the input at positions
+j <= l (j < l when `exclusive`). A short axis (n <= 16) is one masked reduction over the whole
+axis. A longer one is blocked, so that a row costs n·sqrt(n) steps instead of n²: block totals
+of B ≈ sqrt(n) elements, their exclusive prefix totals, and each output as its block's prefix
+combined with a masked reduction over its own block. Float sums (and products) therefore combine in that
 order (blocks, then the elements of one), not strictly left to right as onnxruntime does.
 """
 
@@ -68,20 +68,20 @@ def _cumulative(ctx: OpContext, op: str, combiner: str, identity: int) -> list[t
     def included(j: te.Expr, pos: te.Expr) -> te.Expr:
         return te.lt(j, pos) if exclusive else te.le(j, pos)
 
-    def masked_sum(i: Index, length: int, first: Callable[[te.Expr], te.Expr],
+    def masked_total(i: Index, length: int, first: Callable[[te.Expr], te.Expr],
                    keep: Callable[[te.Expr], te.Expr], init: te.Expr | None = None) -> te.Expr:
         r = te.reduce_axis(length, "c")
         j = first(r.var)
         return te.reduce(combiner, te.select(keep(j), read(i, j), neutral), [r], init)
 
     if n <= DIRECT_MAX:
-        return [te.compute(x.shape, lambda *i: masked_sum(
+        return [te.compute(x.shape, lambda *i: masked_total(
             i, n, lambda r: r, lambda j: included(j, position(i))), name=op.lower())]
 
     block = math.isqrt(n - 1) + 1  # ceil(sqrt(n))
     blocks = -(-n // block)
     blocks_shape = (*x.shape[:axis], blocks, *x.shape[axis + 1 :])
-    sums = te.compute(blocks_shape, lambda *i: masked_sum(
+    sums = te.compute(blocks_shape, lambda *i: masked_total(
         i, block, lambda r: i[axis] * block + r, lambda j: te.lt(j, n)),
         name=f"{op.lower()}_blocks")
 
@@ -95,7 +95,7 @@ def _cumulative(ctx: OpContext, op: str, combiner: str, identity: int) -> list[t
     def out(*i: te.Expr) -> te.Expr:
         pos = position(i)
         start = (pos // block) * block
-        return masked_sum(i, block, lambda r: start + r, lambda j: included(j, pos),
+        return masked_total(i, block, lambda r: start + r, lambda j: included(j, pos),
                           init=prefix[at(i, pos // block)])
 
     return [te.compute(x.shape, out, name=op.lower())]
