@@ -1,0 +1,1 @@
+"""Signal operators: DFT, STFT, the window functions and MelWeightMatrix."""
