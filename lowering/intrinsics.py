@@ -23,6 +23,14 @@ int64 strides counted in elements:
 The convolution micro-kernel (`conv_routine`) adds tap loops around the k loop and reads its
 rows as output pixels of a convolution input; the transposing copy (`transpose_routine`) moves
 a lanes x lanes block.
+
+The integer GEMM micro-kernel (`IntGemmBlock.routine`) is the same outer product on an integer
+dot instruction (`IntDot`): both operands are packed in int32 words of `group` k values,
+
+    C[r, j] = sum_kg dot(rows[kg][r], cols[kg][j])     r < MR, j < NR
+
+with rows[kg] one word per row (broadcast) and cols[kg] NR contiguous words; arguments
+(rows, cols, c, kg): c receives the whole MR x NR int32 tile, row-major.
 """
 
 from __future__ import annotations
@@ -115,3 +123,91 @@ def parse_transpose_routine(name: str) -> int | None:
 def transpose_routine(lanes: int) -> str:
     """Name of the block-transposing copy for `lanes`-float vectors (see _TransposeWriter)."""
     return f"{TRANSPOSE_PREFIX}{lanes}"
+
+
+# Integer dot-product instructions ------------------------------------------------------------
+INT_GEMM_PREFIX = "aotc_qgemm_"
+_INT_GEMM_NAME = re.compile(r"^aotc_qgemm_([a-z0-9]+)_(\d+)x(\d+)(_xb)?$")
+
+
+@dataclass(frozen=True)
+class IntDot:
+    """An integer dot-product instruction as the integer GEMM template sees it: each of its
+    `lanes` int32 accumulators gains the sum of `group` products of its two operands'
+    elements (operand types `types`, the first the one activations take), with no
+    intermediate rounding or saturation. The template packs both operands in words of `group`
+    consecutive k values (one int32 lane each) and picks the first instruction of
+    `Target.int_dots` whose operand types hold the values; the target implements it by name.
+
+    vnni512/vnni256: AVX-512 VNNI / AVX-VNNI `vpdpbusd` (u8 x s8, 4 per lane);
+    pmaddwd512/pmaddwd256: `vpmaddwd` (s16 x s16, 2 per lane) plus an add, exact on any
+    AVX-512BW / AVX2 core; sdot: AArch64 dot-product `sdot` (s8 x s8, 4 per lane);
+    smull: AArch64 widening multiply-accumulate of s16 pairs, plain NEON."""
+
+    name: str
+    lanes: int
+    group: int
+    types: tuple[str, str]
+
+    @property
+    def element(self) -> str:
+        """The activations' packed element type."""
+        return self.types[0]
+
+    @property
+    def weight(self) -> str:
+        return self.types[1]
+
+
+INT_DOTS: dict[str, IntDot] = {d.name: d for d in (
+    IntDot("vnni512", 16, 4, ("uint8", "int8")),
+    IntDot("vnni256", 8, 4, ("uint8", "int8")),
+    IntDot("pmaddwd512", 16, 2, ("int16", "int16")),
+    IntDot("pmaddwd256", 8, 2, ("int16", "int16")),
+    IntDot("sdot", 4, 4, ("int8", "int8")),
+    IntDot("smull", 4, 2, ("int16", "int16")),
+)}
+
+
+@dataclass(frozen=True)
+class IntGemmBlock:
+    """A register block of the integer GEMM micro-kernel: MR broadcast rows x NV vectors of
+    the instruction's lanes. `rows_are_activations`: the broadcast operand is the activations
+    (a MatMul's rows) rather than the weights (a convolution's output channels); it decides
+    which instruction operand each side feeds."""
+
+    dot: IntDot
+    mr: int
+    nv: int
+    rows_are_activations: bool = False
+
+    @property
+    def nr(self) -> int:
+        return self.nv * self.dot.lanes
+
+    @property
+    def routine(self) -> str:
+        return f"{INT_GEMM_PREFIX}{self.dot.name}_{self.mr}x{self.nv}" + \
+            ("_xb" if self.rows_are_activations else "")
+
+
+def int_gemm_blocks(target: Target, dot: IntDot, rows_are_activations: bool
+                    ) -> list[IntGemmBlock]:
+    """Register blocks of `dot` that fit the target's vector registers (MR*NV accumulators,
+    NV column vectors, one broadcast row), most multiply-adds per loaded vector first."""
+    regs = target.vector_registers
+    out = []
+    for nv in range(1, 5):
+        mr = min(12, (regs - nv - 1) // nv)
+        if mr >= 1:
+            out.append(IntGemmBlock(dot, mr, nv, rows_are_activations))
+    out.sort(key=lambda b: (-round(b.mr * b.nv / (b.mr + b.nv), 3), -b.nr))
+    return out
+
+
+def parse_int_gemm_routine(name: str) -> IntGemmBlock | None:
+    m = _INT_GEMM_NAME.match(name)
+    if not m or m.group(1) not in INT_DOTS:
+        return None
+    return IntGemmBlock(INT_DOTS[m.group(1)], int(m.group(2)), int(m.group(3)),
+                        bool(m.group(4)))

@@ -17,7 +17,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from lowering.intrinsics import IntDot
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,11 @@ class Target(Protocol):
     def masked_vectors(self) -> bool:
         """Whether a vector loop's partial last vector runs under a mask for about the price
         of a whole vector (rather than as a scalar remainder)."""
+        ...
+
+    @property
+    def int_dots(self) -> tuple[IntDot, ...]:
+        """The integer dot-product instructions it has, preferred first."""
         ...
 
     def runs_here(self) -> bool:

@@ -13,12 +13,13 @@ from lowering.search.default_space import DefaultSpace
 from lowering.search.space import ScheduleSpace
 from lowering.templates.depthwise import DepthwiseTemplate
 from lowering.templates.gemm import GemmTemplate
+from lowering.templates.int_gemm import IntGemmTemplate
 from lowering.templates.recurrent import RecurrentTemplate
 from lowering.templates.rows import RowTemplate
 
 # Template spaces, most specific first; each has `match(inputs, outputs, consts, target)`
 # returning a space or None.
-TEMPLATES: list = [RecurrentTemplate, GemmTemplate, DepthwiseTemplate, RowTemplate]
+TEMPLATES: list = [RecurrentTemplate, GemmTemplate, IntGemmTemplate, DepthwiseTemplate, RowTemplate]
 
 
 def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],

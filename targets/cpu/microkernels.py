@@ -22,9 +22,11 @@ from lowering.intrinsics import (
     conv_routine,
     parse_conv_routine,
     parse_gemm_routine,
+    parse_int_gemm_routine,
     parse_transpose_routine,
     transpose_routine,
 )
+from targets.cpu.int_microkernels import IntGemmWriter
 from targets.cpu.target import CpuTarget
 
 # How many k steps ahead the micro-kernel prefetches B rows.
@@ -43,6 +45,11 @@ LINE_FLOATS = 16  # floats per 64-byte cache line
 
 def routine_ir(name: str, target: CpuTarget) -> tuple[str, list[str]]:
     """LLVM IR text defining routine `name`, and the declarations it needs."""
+    int_blk = parse_int_gemm_routine(name)
+    if int_blk is not None:
+        if int_blk.dot not in target.int_dots:
+            raise KeyError(f"{name} needs {int_blk.dot.name}, which {target.name} lacks")
+        return IntGemmWriter(int_blk).text()
     lanes = parse_transpose_routine(name)
     if lanes is not None:
         if lanes != target.vector_lanes_f32:

@@ -18,10 +18,12 @@ from pathlib import Path
 import llvmlite.binding as llvm
 
 from aotc.errors import AotcError
+from lowering.intrinsics import INT_DOTS, IntDot
 from lowering.machine import MACHINES, Machine
 
 # x86 features the bundle checks at create time with __builtin_cpu_supports (names it knows).
-_RUNTIME_CHECKED = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl")
+_RUNTIME_CHECKED = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl",
+                    "avx512vnni")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,27 @@ class CpuTarget:
             return 128
         on = enabled_features(self.features)
         return 512 if "avx512f" in on else 256 if "avx2" in on or "avx" in on else 128
+
+    @property
+    def int_dots(self) -> tuple[IntDot, ...]:
+        """Integer dot instructions by instruction set: VNNI's u8 x s8 dot of four where the
+        core has it, else the exact s16 pair product every AVX2/AVX-512BW core has; on
+        AArch64 `sdot` with the dot-product extension, else NEON's widening multiply."""
+        on = enabled_features(self.features)
+        wide = self.vector_bits == 512
+        if self.is_x86:
+            out = []
+            if "avx512vnni" in on and wide:
+                out.append(INT_DOTS["vnni512"])
+            elif "avxvnni" in on or ("avx512vnni" in on and "avx512vl" in on):
+                out.append(INT_DOTS["vnni256"])
+            if wide and "avx512bw" in on:
+                out.append(INT_DOTS["pmaddwd512"])
+            elif "avx2" in on:
+                out.append(INT_DOTS["pmaddwd256"])
+            return tuple(out)
+        return (INT_DOTS["sdot"], INT_DOTS["smull"]) if "dotprod" in on else \
+            (INT_DOTS["smull"],)
 
     def runs_here(self) -> bool:
         from targets.cpu.measure import runs_on_host
@@ -224,7 +247,8 @@ NAMED_TARGETS: dict[str, CpuTarget] = {
                                 _AVX512_CHECKED, MACHINES["cascadelake"]),
     "zen3": CpuTarget("zen3", _X86, "znver3", _AVX2_FEATURES, _AVX2_CHECKED,
                       MACHINES["znver3"]),
-    "zen4": CpuTarget("zen4", _X86, "znver4", _AVX512_FEATURES, _AVX512_CHECKED,
+    "zen4": CpuTarget("zen4", _X86, "znver4", _AVX512_FEATURES + ",+avx512vnni",
+                      (*_AVX512_CHECKED, "avx512vnni"),
                       MACHINES["znver4"]),
     # any AArch64 CPU (NEON)
     "aarch64": CpuTarget("aarch64", _AARCH64, "generic", "+neon,+fp-armv8", (),
