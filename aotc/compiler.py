@@ -11,15 +11,16 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import onnx_ir as ir
 
+from aotc import control_flow
 from aotc.errors import AotcError, CompilerBug, UnsupportedOperators
 from aotc.fused import function_of, lower_fused
-from aotc.package.memory_plan import PlanBuffer, plan_memory
-from aotc.package.program import BufferRef, Program, Step, TensorInfo
+from aotc.package.memory_plan import PlanBuffer, loop_lifetimes, plan_memory
+from aotc.package.program import Program, Step, TensorInfo
 from lowering import te
 from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Kernel, format_kernel
@@ -62,6 +63,9 @@ def unsupported_nodes(nodes: Iterable[ir.Node],
         function = function_of(functions or {}, node)
         if function is not None:
             bad += unsupported_nodes(function.graph, functions)
+        elif control_flow.is_control(node):  # compiled with its bodies (control_flow.py)
+            for g in control_flow.subgraphs(node):
+                bad += unsupported_nodes(g, functions)
         elif node.domain not in ("", "ai.onnx") or node.op_type not in OPS:
             op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
             bad.append((node.name or "<unnamed>", op))
@@ -108,6 +112,12 @@ class _Loc:
 
     storage: str  # "input" | "output" | "weight" | "arena"
     key: object  # input/output index, weight id, or arena root id
+    # inside a loop (control_flow.py): moved by the iteration i of the loop at depth `loop`,
+    # `shift` + i * `stride` bytes, or on odd iterations the arena buffer `odd` instead
+    loop: int = -1
+    stride: int = 0
+    odd: object = None
+    shift: int = 0
 
 
 @dataclass
@@ -141,6 +151,7 @@ class _LoweredNode:
     empty: list[ir.Value] = field(default_factory=list)  # outputs with a 0 dim: not computed
     in_values: list[ir.Value] = field(default_factory=list)
     space: ScheduleSpace | None = None
+    control: bool = False  # a Scan, Loop or If: control_flow.emit_control compiles it
 
 
 class _Compiler:
@@ -248,6 +259,8 @@ class _Compiler:
     def _prepare(self, node: ir.Node) -> _LoweredNode | None:
         if _is_constant(node):
             return None
+        if control_flow.is_control(node):
+            return _LoweredNode(node, None, control=True)  # type: ignore[arg-type]
         ctx, results = self.lower_node(node)
         if len(results) != len(node.outputs):
             raise ctx.error(f"definition gave {len(results)} outputs, the node has "
@@ -295,6 +308,9 @@ class _Compiler:
             self._finish(lowered)
 
     def _finish(self, lowered: _LoweredNode) -> None:
+        if lowered.control:
+            control_flow.emit_control(self, lowered.node)
+            return
         for out, src in lowered.aliases:
             self.loc[out] = self.location(src)
         for out in lowered.empty:
@@ -377,20 +393,30 @@ def _share_in_place(steps: list[_PendingStep], sizes: dict[object, int]) -> None
     """A step that may write its output over an input (`in_place`) does so when that input
     is an arena buffer of the same size that no later step and no other argument of the step
     uses: the output's buffer is renamed to the input's from this step on."""
+    loops = control_flow.loop_ranges(steps)
     for i, st in enumerate(steps):
         if st.in_place is None:
             continue
         src, dst = st.args[st.in_place[0]], st.args[st.in_place[1]]
         if src.storage != "arena" or dst.storage != "arena" or sizes[src.key] != sizes[dst.key]:
             continue
+        if src.loop >= 0 or dst.loop >= 0 or any(
+                a <= i <= b and not _first_use_after(steps, src.key, a) for a, b, _ in loops):
+            continue  # (a value from before a loop is read again by the next iteration)
         others = [a for j, a in enumerate(st.args) if j != st.in_place[0]]
         later_args = (a for later in steps[i + 1:] for a in later.args)
-        if any(a.storage == "arena" and a.key == src.key
+        if any(a.storage == "arena" and src.key in (a.key, a.odd)
                for a in itertools.chain(others, later_args)):
             continue
         for later in steps[i:]:
-            later.args = [src if a.storage == "arena" and a.key == dst.key else a
-                          for a in later.args]
+            later.args = [replace(a, key=src.key) if a.storage == "arena" and a.key == dst.key
+                          else a for a in later.args]
+
+
+def _first_use_after(steps: list[_PendingStep], key: object, start: int) -> bool:
+    """Whether no step before `start` uses the arena buffer `key`."""
+    return not any(a.storage == "arena" and key in (a.key, a.odd)
+                   for st in steps[:start] for a in st.args)
 
 
 def _itemsize(dtype: str) -> int:
@@ -469,11 +495,11 @@ def compile_model(
             assert loc is not None
             key = loc.key
             for st in c.steps:
-                st.args = [_Loc("output", i) if (a.storage == "arena" and a.key == key) else a
-                           for a in st.args]
+                st.args = [replace(a, storage="output", key=i)
+                           if (a.storage == "arena" and a.key == key) else a for a in st.args]
             for val, lc in list(c.loc.items()):
                 if lc.storage == "arena" and lc.key == key:
-                    c.loc[val] = _Loc("output", i)
+                    c.loc[val] = replace(lc, storage="output", key=i)
             out_index[id(v)] = i
         else:
             c.copy_into_output(v, i)
@@ -493,23 +519,27 @@ def compile_model(
     if on_stage:
         on_stage("memory plan")
     t0 = time.perf_counter()
-    first: dict[object, int] = {}
-    last: dict[object, int] = {}
+    uses: dict[object, list[int]] = {}
+    moving: dict[object, set[int]] = {}  # key -> depths of the loops that move a reference to it
     for i, st in enumerate(c.steps):
         for a in st.args:
-            if a.storage == "arena":
-                first.setdefault(a.key, i)
-                last[a.key] = i
-    plan = plan_memory([PlanBuffer(k, c.arena_sizes[k], first[k], last[k]) for k in first])
-    steps = []
-    for st in c.steps:
-        refs = []
-        for a in st.args:
-            if a.storage == "arena":
-                refs.append(BufferRef("arena", plan.offsets[a.key]))
-            else:
-                refs.append(BufferRef(a.storage, int(a.key)))  # type: ignore[arg-type, call-overload]
-        steps.append(Step(st.kernel, tuple(refs), st.node, st.flops))
+            for key in (a.key, a.odd) if a.odd is not None else (a.key,):
+                if a.storage == "arena":
+                    uses.setdefault(key, []).append(i)
+                    if a.loop >= 0:
+                        moving.setdefault(key, set()).add(a.loop)
+    spans = loop_lifetimes(uses, control_flow.loop_ranges(c.steps), moving)
+    plan = plan_memory([PlanBuffer(k, c.arena_sizes[k], *spans[k]) for k in spans])
+
+    def offset_of(key: object, storage: str) -> int:
+        return plan.offsets[key] if storage == "arena" else int(key)  # type: ignore[call-overload]
+
+    def to_step(st: _PendingStep) -> Step:
+        return Step(st.kernel, tuple(control_flow.as_ref(a, offset_of) for a in st.args),
+                    st.node, st.flops)
+
+    steps = control_flow.nest(c.steps, lambda x: to_step(x) if isinstance(x, _PendingStep)
+                              else control_flow.as_ref(x, offset_of))
     times["plan"] = time.perf_counter() - t0
 
     c.stats.unique_kernels = len(c.kernels)

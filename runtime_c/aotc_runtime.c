@@ -44,28 +44,87 @@ const char *aotc_status_message(int status) {
     }
 }
 
+/* Where a reference points at the iterations `iter` of the loops around it; NULL when the table
+ * is inconsistent. */
+static void *resolve(const aotc_ref *r, const int64_t *iter, unsigned char *arena,
+                     const unsigned char *weights, const void *const *inputs,
+                     void *const *outputs) {
+    int64_t off = r->offset, i = 0;
+    unsigned char *base;
+    if (r->loop >= AOTC_MAX_LOOP_DEPTH) return NULL;
+    if (r->loop >= 0) {
+        i = iter[r->loop];
+        if (r->odd_offset >= 0 && (i & 1) != 0) {
+            if (r->storage != AOTC_REF_ARENA) return NULL;
+            off = r->odd_offset;
+        }
+    }
+    switch (r->storage) {
+    case AOTC_REF_ARENA: base = arena + off; break;
+    case AOTC_REF_WEIGHT: base = (unsigned char *)(uintptr_t)(weights + off); break;
+    case AOTC_REF_INPUT: base = (unsigned char *)(uintptr_t)inputs[off]; break;
+    case AOTC_REF_OUTPUT: base = (unsigned char *)outputs[off]; break;
+    default: return NULL;
+    }
+    /* (in integers: the walk of a reversed slice starts past a buffer's start) */
+    return (void *)((uintptr_t)base + (uintptr_t)(r->shift + i * r->stride));
+}
+
 int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aotc_ref *refs,
                  unsigned char *arena, const unsigned char *weights, const void *const *inputs,
                  void *const *outputs) {
     void *bufs[AOTC_MAX_ARGS];
-    int32_t s, a;
-    for (s = 0; s < num_steps; ++s) {
+    int64_t iter[AOTC_MAX_LOOP_DEPTH] = {0};
+    int32_t s = 0, a;
+    while (s < num_steps) {
         const aotc_step *step = &steps[s];
         const aotc_ref *ref = &refs[step->first_ref];
-        int32_t rc;
+        int32_t rc, next = s + 1;
+        int truth = 1;
         if (step->num_args < 0 || step->num_args > AOTC_MAX_ARGS) return AOTC_ERR_INTERNAL;
         for (a = 0; a < step->num_args; ++a) {
-            int64_t off = ref[a].offset;
-            switch (ref[a].storage) {
-            case AOTC_REF_ARENA: bufs[a] = arena + off; break;
-            case AOTC_REF_WEIGHT: bufs[a] = (void *)(weights + off); break;
-            case AOTC_REF_INPUT: bufs[a] = (void *)inputs[off]; break;
-            case AOTC_REF_OUTPUT: bufs[a] = outputs[off]; break;
-            default: return AOTC_ERR_INTERNAL;
-            }
+            bufs[a] = resolve(&ref[a], iter, arena, weights, inputs, outputs);
+            if (bufs[a] == NULL) return AOTC_ERR_INTERNAL;
         }
-        rc = step->kernel(ctx, bufs, NULL);
-        if (rc != 0) return AOTC_ERR_KERNEL;
+        if (step->kind != AOTC_STEP_KERNEL) {
+            /* (a target one past the table ends the run; a loop's names a row) */
+            if (step->target < 0 || step->target > num_steps) return AOTC_ERR_INTERNAL;
+            if ((step->kind == AOTC_STEP_LOOP || step->kind == AOTC_STEP_LOOP_END) &&
+                step->target == num_steps)
+                return AOTC_ERR_INTERNAL;
+            if (step->num_args > 0) truth = *(const unsigned char *)bufs[0] != 0;
+        }
+        switch (step->kind) {
+        case AOTC_STEP_KERNEL:
+            rc = step->kernel(ctx, bufs, NULL);
+            if (rc != 0) return AOTC_ERR_KERNEL;
+            break;
+        case AOTC_STEP_LOOP:
+            if (step->level < 0 || step->level >= AOTC_MAX_LOOP_DEPTH) return AOTC_ERR_INTERNAL;
+            iter[step->level] = 0;
+            if (step->count <= 0 || !truth) /* past the end and its odd-exit steps */
+                next = step->target + 1 + (int32_t)steps[step->target].count;
+            break;
+        case AOTC_STEP_LOOP_END: {
+            const aotc_step *open = &steps[step->target];
+            int64_t done;
+            if (step->level < 0 || step->level >= AOTC_MAX_LOOP_DEPTH) return AOTC_ERR_INTERNAL;
+            done = iter[step->level] + 1;
+            if (done < open->count && truth) {
+                iter[step->level] = done;
+                next = step->target + 1;
+            } else if (done % 2 == 0) {
+                next = s + 1 + (int32_t)step->count;
+            }
+            break;
+        }
+        case AOTC_STEP_IF:
+            if (!truth) next = step->target;
+            break;
+        case AOTC_STEP_JUMP: next = step->target; break;
+        default: return AOTC_ERR_INTERNAL;
+        }
+        s = next;
     }
     return AOTC_OK;
 }

@@ -35,17 +35,44 @@ typedef void (*aotc_body_fn)(void *env, int64_t lo, int64_t hi);
 /* Storage kinds of a buffer reference. */
 enum aotc_storage { AOTC_REF_ARENA = 0, AOTC_REF_WEIGHT = 1, AOTC_REF_INPUT = 2, AOTC_REF_OUTPUT = 3 };
 
-/* A kernel argument: arena/weight byte offset, or input/output index. */
+/* A kernel argument: arena/weight byte offset, or input/output index. Inside a loop a reference
+ * may move with the iteration i of the loop at depth `loop` (-1: it does not): it points
+ * shift + i * stride bytes after its start (a scan slice), and an arena reference with
+ * odd_offset >= 0 starts at odd_offset instead of offset on odd iterations (the two buffers of a
+ * carried value, read and written in turn). */
 typedef struct aotc_ref {
     int32_t storage; /* enum aotc_storage */
+    int32_t loop;
     int64_t offset;
+    int64_t shift;
+    int64_t stride;
+    int64_t odd_offset;
 } aotc_ref;
 
-/* One executor step: kernel(ctx, {refs[first_ref] .. refs[first_ref + num_args - 1]}, NULL). */
+#define AOTC_MAX_LOOP_DEPTH 8 /* most loops nested in one another (checked by aotc) */
+
+/* What a step does. Its references (refs[first_ref] .., num_args of them) are the kernel's
+ * arguments, or the one bool a control step reads. */
+enum aotc_step_kind {
+    AOTC_STEP_KERNEL = 0,   /* kernel(ctx, bufs, NULL) */
+    AOTC_STEP_LOOP = 1,     /* a loop at depth `level` of `count` iterations: its body follows,
+                               `target` is its LOOP_END; with a reference, skipped when false */
+    AOTC_STEP_LOOP_END = 2, /* back to `target` (its LOOP) while iterations are left and the
+                               reference (if any) is true; after the loop the `count` steps
+                               that follow run only when it ran an odd number of iterations */
+    AOTC_STEP_IF = 3,       /* go on at `target` (the else branch) when the reference is false */
+    AOTC_STEP_JUMP = 4      /* go on at `target` (the end of a then branch) */
+};
+
+/* One executor step. */
 typedef struct aotc_step {
-    aotc_kernel_fn kernel;
+    aotc_kernel_fn kernel; /* AOTC_STEP_KERNEL; NULL otherwise */
     int32_t num_args;
     int32_t first_ref;
+    int32_t kind; /* enum aotc_step_kind */
+    int32_t level;
+    int32_t target;
+    int64_t count;
 } aotc_step;
 
 /* Everything a generated NAME.c hands to the runtime: constant tables only. The weights are
@@ -89,7 +116,8 @@ void aotc_parallel_for(void *ctx, aotc_body_fn body, void *env, int64_t n) AOTC_
 
 /* ---- executor and contexts (aotc_runtime.c) ---- */
 
-/* Runs the steps in order; stops at the first kernel that returns non-zero. */
+/* Runs the step table (kernels, loops and branches: enum aotc_step_kind); stops at the first
+ * kernel that returns non-zero. Loop iterations live on its stack: nothing is allocated. */
 int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aotc_ref *refs,
                  unsigned char *arena, const unsigned char *weights, const void *const *inputs,
                  void *const *outputs) AOTC_INTERNAL;

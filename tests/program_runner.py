@@ -18,7 +18,7 @@ from kernel_harness import link_serial
 from onnx import helper, numpy_helper
 
 from aotc.compiler import compile_model
-from aotc.package.program import DTYPES, Program
+from aotc.package.program import DTYPES, Branch, BufferRef, Item, Program, Step
 from targets.cpu.target import host_target
 
 
@@ -50,9 +50,12 @@ def compile_onnx(model, input_shapes=None, passes: bool = True) -> Program:
 
 
 def bind_steps(program: Program, inputs: list[np.ndarray]):
-    """The program's steps as calls ready to run, in order: (kernel function, its `bufs`
+    """The program's items as calls ready to run, in order: (kernel function, its `bufs`
     pointer array) each, over one arena, the weights and the given inputs as the C executor
-    lays them out; returns the calls, the output arrays and what must stay alive with them."""
+    lays them out; returns the calls, the output arrays and what must stay alive with them.
+    A loop or a branch is one call too: a Python function with the kernel's signature that
+    runs its body as the C executor does (references moved by the iteration, early exit, odd
+    exit, the branch chosen by its condition)."""
     lib = link_serial(program.kernel_object)
     arena = np.zeros(program.arena_size + 64, dtype=np.uint8)
     arena_base = arena.ctypes.data + (-arena.ctypes.data) % 64
@@ -64,21 +67,65 @@ def bind_steps(program: Program, inputs: list[np.ndarray]):
         assert arr.shape == info.shape, (info.name, arr.shape, info.shape)
         ins.append(arr)
     outs = [np.zeros(o.shape, dtype=np.dtype(DTYPES[o.dtype][1])) for o in program.outputs]
-    calls = []
-    for step in program.steps:
-        ptrs = []
-        for ref in step.args:
-            if ref.storage == "arena":
-                ptrs.append(arena_base + ref.offset)
-            elif ref.storage == "weight":
-                ptrs.append(wbase + ref.offset)
-            elif ref.storage == "input":
-                ptrs.append(ins[ref.offset].ctypes.data)
-            else:
-                ptrs.append(outs[ref.offset].ctypes.data)
-        fn = getattr(lib, step.kernel)
-        fn.restype = ctypes.c_int32
-        calls.append((fn, (ctypes.c_void_p * len(ptrs))(*ptrs)))
+    iters = [0] * 8  # the iteration of the loop at each depth
+
+    def address(ref: BufferRef) -> int:
+        if ref.storage == "arena":
+            odd = ref.odd_offset is not None and ref.loop >= 0 and iters[ref.loop] % 2
+            base = arena_base + (ref.odd_offset if odd else ref.offset)  # type: ignore[operator]
+        elif ref.storage == "weight":
+            base = wbase + ref.offset
+        elif ref.storage == "input":
+            base = ins[ref.offset].ctypes.data
+        else:
+            base = outs[ref.offset].ctypes.data
+        return base + ref.shift + (iters[ref.loop] * ref.stride if ref.loop >= 0 else 0)
+
+    def true_at(ref: BufferRef) -> bool:
+        return ctypes.c_uint8.from_address(address(ref)).value != 0
+
+    def bind(item: Item):
+        if isinstance(item, Step):
+            fn = getattr(lib, item.kernel)
+            fn.restype = ctypes.c_int32
+            ptrs = (ctypes.c_void_p * len(item.args))(*map(address, item.args))
+            if not any(r.moves for r in item.args):
+                return fn, ptrs
+
+            def moved(ctx, _ptrs, dims):
+                for k, r in enumerate(item.args):
+                    ptrs[k] = address(r)
+                return fn(ctx, ptrs, dims)
+            return moved, None
+        if isinstance(item, Branch):
+            then, other = [bind(x) for x in item.then], [bind(x) for x in item.otherwise]
+            return (lambda ctx, _p, dims: run(then if true_at(item.cond) else other, ctx)), None
+        body, odd = [bind(x) for x in item.body], [bind(x) for x in item.on_odd_exit]
+        depth = item.depth
+
+        def loop(ctx, _ptrs, dims):
+            if item.cond_in is not None and not true_at(item.cond_in):
+                return 0
+            done = 0
+            while done < item.trip_count:
+                iters[depth] = done
+                rc = run(body, ctx)
+                if rc:
+                    return rc
+                done += 1
+                if item.cond_out is not None and not true_at(item.cond_out):
+                    break
+            return run(odd, ctx) if done % 2 else 0
+        return loop, None
+
+    def run(calls, ctx) -> int:
+        for fn, ptrs in calls:
+            rc = fn(ctx, ptrs, None)
+            if rc:
+                return rc
+        return 0
+
+    calls = [bind(item) for item in program.steps]
     return calls, outs, (lib, arena, weights, ins)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from aotc.package import cpu_check
 from aotc.package.c_header import WORKSPACE_ALIGN
 from aotc.package.c_text import C_DTYPE_ENUM, banner, c_string, comment_safe
-from aotc.package.program import Program, TensorInfo
+from aotc.package.control_table import STEP_ENUM, flatten
+from aotc.package.program import BufferRef, Program, TensorInfo, kernel_steps
 
 STORAGE_ENUM = {
     "arena": "AOTC_REF_ARENA",
@@ -33,19 +34,31 @@ def _tensor_table(n: str, kind: str, tensors: list[TensorInfo]) -> tuple[list[st
     return lines, f"{n}_{kind}s"
 
 
-def _tables(program: Program) -> tuple[list[str], str, str]:
+def _ref(r: BufferRef) -> str:
+    odd = -1 if r.odd_offset is None else r.odd_offset
+    return (f"    {{{STORAGE_ENUM[r.storage]}, {r.loop}, {r.offset}, {r.shift}, {r.stride}, "
+            f"{odd}}},")
+
+
+def _tables(program: Program) -> tuple[list[str], str, str, int]:
+    """The ref and step tables (control_table.flatten's rows), their C names and the step
+    count."""
     n = program.name
-    if not program.steps:
-        return [], "NULL", "NULL"
+    rows = flatten(program.steps)
+    if not rows:
+        return [], "NULL", "NULL", 0
     refs, steps = [], []
     first = 0
-    for i, step in enumerate(program.steps):
-        refs.append(f"    /* step {i}: {step.kernel} ({comment_safe(step.node)}) */")
-        refs.extend(f"    {{{STORAGE_ENUM[r.storage]}, {r.offset}}}," for r in step.args)
-        steps.append(f"    {{{step.kernel}, {len(step.args)}, {first}}}, /* {comment_safe(step.node)} */")
-        first += len(step.args)
+    for i, row in enumerate(rows):
+        what = comment_safe(row.node)
+        refs.append(f"    /* step {i}: {row.kernel or row.kind} ({what}) */")
+        refs.extend(_ref(r) for r in row.args)
+        kernel = row.kernel or "NULL"
+        steps.append(f"    {{{kernel}, {len(row.args)}, {first}, {STEP_ENUM[row.kind]}, "
+                     f"{row.level}, {row.target}, {row.count}}}, /* {what} */")
+        first += len(row.args)
     if first == 0:
-        refs.append("    {AOTC_REF_ARENA, 0} /* no kernel takes arguments */")
+        refs.append("    {AOTC_REF_ARENA, -1, 0, 0, 0, -1} /* no step takes arguments */")
     lines = [
         f"static const aotc_ref {n}_refs[] = {{",
         *refs,
@@ -55,7 +68,7 @@ def _tables(program: Program) -> tuple[list[str], str, str]:
         *steps,
         "};",
     ]
-    return lines, f"{n}_steps", f"{n}_refs"
+    return lines, f"{n}_steps", f"{n}_refs", len(rows)
 
 
 def _api(n: str) -> str:
@@ -126,10 +139,10 @@ def render_linked_source(program: Program) -> str:
 
 def render_source(program: Program) -> str:
     n = program.name
-    kernels = list(dict.fromkeys(s.kernel for s in program.steps))
+    kernels = list(dict.fromkeys(s.kernel for s in kernel_steps(program.steps)))
     in_lines, in_expr = _tensor_table(n, "input", program.inputs)
     out_lines, out_expr = _tensor_table(n, "output", program.outputs)
-    table_lines, steps_expr, refs_expr = _tables(program)
+    table_lines, steps_expr, refs_expr, num_steps = _tables(program)
     auxv = cpu_check.needs_auxv(program.triple, program.cpu_features)
     lines = [
         banner(f"executor tables and API of the model '{n}' (see {n}.h)"),
@@ -157,7 +170,7 @@ def render_source(program: Program) -> str:
         cpu_check.cpu_check_function(f"{n}_cpu_missing", program.triple, program.cpu_features),
         "",
         f"static const aotc_model {n}_program = {{",
-        f"    &{n}_desc, {steps_expr}, {len(program.steps)}, {refs_expr},",
+        f"    &{n}_desc, {steps_expr}, {num_steps}, {refs_expr},",
         f"    {n.upper()}_WEIGHTS_SIZE, {n}_cpu_missing, {program.num_threads}",
         "};",
         "",

@@ -114,3 +114,22 @@ def plan_memory(buffers: list[PlanBuffer]) -> MemoryPlan:
         lower_bound=bound,
         no_reuse=sum(align_up(b.size) for b in buffers),
     )
+
+
+def loop_lifetimes(uses: dict[Hashable, list[int]], loops: list[tuple[int, int, int]],
+                   moving: dict[Hashable, set[int]]) -> dict[Hashable, tuple[int, int]]:
+    """First and last step of each arena buffer when steps `loops` (open, close, depth) repeat.
+
+    A buffer used only inside one iteration of a loop (a body's temporary) keeps its span: it
+    is written before it is read in every iteration. One also used outside the loop (read by
+    every iteration, or computed by them for after the loop), or moved by the loop's iterations
+    (`moving`: key -> depths: a scan's stacked tensor, a carried value's buffers), lives across
+    the whole loop. Inner loops first, so that what an inner loop extends is seen by the outer."""
+    spans = {k: (min(v), max(v)) for k, v in uses.items()}
+    for start, end, depth in sorted(loops, key=lambda x: -x[2]):
+        for k, (first, last) in spans.items():
+            if last < start or first > end:
+                continue
+            if first < start or last > end or depth in moving.get(k, ()):
+                spans[k] = (min(first, start), max(last, end))
+    return spans

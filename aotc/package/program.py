@@ -49,10 +49,24 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class BufferRef:
-    """Where a kernel argument lives. offset is bytes for arena/weight, an index for input/output."""
+    """Where a kernel argument lives. offset is bytes for arena/weight, an index for input/output.
+
+    Inside a `Loop` a reference may move with the iteration i of the loop at depth `loop`
+    (0: outermost): `stride` bytes per iteration (a scan slice; negative walks backwards from
+    the last slice, `shift` bytes after the start), or, when `odd_offset` is set, the arena
+    offset `odd_offset` instead of `offset` on odd iterations (a carried value's two buffers,
+    written and read in turn)."""
 
     storage: Storage
     offset: int
+    loop: int = -1
+    stride: int = 0
+    odd_offset: int | None = None
+    shift: int = 0
+
+    @property
+    def moves(self) -> bool:
+        return self.loop >= 0
 
 
 @dataclass(frozen=True)
@@ -64,11 +78,53 @@ class Step:
 
 
 @dataclass
+class Loop:
+    """Run `body` up to `trip_count` times (see ARCHITECTURE.md, control flow). `cond_in`, a
+    bool read before the first iteration, and `cond_out`, read after each, end it early when
+    false (None: always true). After a loop that ran an odd number of iterations,
+    `on_odd_exit` runs: copies that bring the carried values home to their even buffers."""
+
+    trip_count: int
+    body: list[Item]
+    node: str
+    cond_in: BufferRef | None = None
+    cond_out: BufferRef | None = None
+    on_odd_exit: list[Step] = field(default_factory=list)
+    depth: int = 0  # loops around it: what its body's moving references name as their `loop`
+
+
+@dataclass
+class Branch:
+    """Run `then` when the bool at `cond` is true, else `otherwise` (a run-time If)."""
+
+    cond: BufferRef
+    then: list[Item]
+    otherwise: list[Item]
+    node: str
+
+
+Item = Step | Loop | Branch
+
+
+def kernel_steps(items: list[Item]) -> list[Step]:
+    """Every kernel step of `items`, loops' and branches' included, in table order."""
+    out: list[Step] = []
+    for item in items:
+        if isinstance(item, Step):
+            out.append(item)
+        elif isinstance(item, Loop):
+            out += kernel_steps(item.body) + item.on_odd_exit
+        else:
+            out += kernel_steps(item.then) + kernel_steps(item.otherwise)
+    return out
+
+
+@dataclass
 class Program:
     name: str  # C identifier prefix of every public symbol
     inputs: list[TensorInfo]
     outputs: list[TensorInfo]
-    steps: list[Step]
+    steps: list[Item]  # kernel steps, and loops and branches holding theirs
     arena_size: int
     arena_lower_bound: int
     arena_no_reuse: int

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from aotc.errors import AotcError
 from aotc.package.c_text import C_IDENTIFIER
+from aotc.package.control_table import flatten
 from aotc.package.program import DTYPES, Program
 
 MAX_ARGS = 64  # AOTC_MAX_ARGS in runtime_c/aotc_runtime.h
+MAX_LOOP_DEPTH = 8  # AOTC_MAX_LOOP_DEPTH
 
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if "
@@ -49,14 +51,20 @@ def check_program(program: Program) -> None:
         "input": len(program.inputs) - 1,
         "output": len(program.outputs) - 1,
     }
-    for i, step in enumerate(program.steps):
-        where = f"step {i} ({step.node})"
-        if not C_IDENTIFIER.match(step.kernel):
-            raise ValueError(f"{where}: kernel symbol '{step.kernel}' is not a C identifier")
-        if len(step.args) > MAX_ARGS:
-            raise ValueError(f"{where}: {len(step.args)} arguments, the runtime allows {MAX_ARGS}")
-        for ref in step.args:
+    for i, row in enumerate(flatten(program.steps)):
+        where = f"step {i} ({row.node})"
+        if row.kind == "kernel" and not C_IDENTIFIER.match(row.kernel):
+            raise ValueError(f"{where}: kernel symbol '{row.kernel}' is not a C identifier")
+        if len(row.args) > MAX_ARGS:
+            raise ValueError(f"{where}: {len(row.args)} arguments, the runtime allows {MAX_ARGS}")
+        if row.kind in ("loop", "loop_end") and not 0 <= row.level < MAX_LOOP_DEPTH:
+            raise ValueError(f"{where}: loops nested deeper than {MAX_LOOP_DEPTH}")
+        for ref in row.args:
             if ref.storage not in limits:
                 raise ValueError(f"{where}: unknown storage '{ref.storage}'")
-            if not 0 <= ref.offset <= limits[ref.storage]:
+            offsets = [ref.offset] if ref.odd_offset is None else [ref.offset, ref.odd_offset]
+            if not all(0 <= o <= limits[ref.storage] for o in offsets):
                 raise ValueError(f"{where}: {ref.storage} reference {ref.offset} out of range")
+            if ref.loop >= MAX_LOOP_DEPTH or (ref.odd_offset is not None
+                                              and ref.storage != "arena"):
+                raise ValueError(f"{where}: {ref} cannot move that way")
