@@ -274,6 +274,26 @@ def _dft(node: ir.Node, since: int) -> bool:
     return False
 
 
+@_rule("STFT")
+def _stft(node: ir.Node, since: int) -> bool:
+    """onnx's shape inference takes an absent onesided as 0 (all frame_length bins); the spec's
+    default, which onnxruntime follows, is 1: write it, and correct the bins an earlier
+    inference gave the output when the frame length is known."""
+    if "onesided" in node.attributes:
+        return False
+    node.attributes["onesided"] = ir.AttrInt64("onesided", 1)
+    ins = list(node.inputs) + [None] * 4
+    frame = None
+    if ins[3] is not None and ins[3].const_value is not None:
+        frame = int(ins[3].const_value.numpy().reshape(-1)[0])
+    elif ins[2] is not None and ins[2].shape is not None and ins[2].shape.is_static():
+        frame = int(ins[2].shape[0])
+    out = node.outputs[0]
+    if frame is not None and out.shape is not None and len(out.shape) == 4:
+        out.shape = ir.Shape([out.shape[0], out.shape[1], frame // 2 + 1, out.shape[3]])
+    return False
+
+
 @_rule("GroupNormalization")
 def _group_norm(node: ir.Node, since: int) -> bool:
     """Opset 18 has one scale/bias per group; 21 has one per channel: repeat each C/G times."""

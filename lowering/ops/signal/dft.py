@@ -78,7 +78,8 @@ def dft(x: te.Tensor, axis: int, length: int, *, inverse: bool, onesided: bool,
     return te.compute(out_shape, body, name="dft")
 
 
-def _int_scalar(ctx: OpContext, i: int, what: str) -> int:
+def int_scalar(ctx: OpContext, i: int, what: str) -> int:
+    """Constant input `i`, one integer (what sets a shape: a length, an axis)."""
     v = ctx.const(i, what)
     if v.size != 1 or v.dtype.kind not in "iu":
         raise ctx.error(f"{what} must be one integer, got {v.dtype} of shape {list(v.shape)}")
@@ -95,7 +96,7 @@ def dft_op(ctx: OpContext) -> list[te.Tensor]:
         raise ctx.error(f"input shape {list(x.shape)}: the last axis must be 1 (real) or 2 "
                         "(complex)")
     # opset 20 takes the axis as input 2 (default -2); opset 17's attribute if still present
-    axis = _int_scalar(ctx, 2, "axis") if ctx.has_input(2) else int(ctx.attr("axis", -2))
+    axis = int_scalar(ctx, 2, "axis") if ctx.has_input(2) else int(ctx.attr("axis", -2))
     axis = axis_of(ctx, axis, rank)
     if axis == rank - 1:
         raise ctx.error("axis must not be the last axis (it holds the real/imaginary parts)")
@@ -105,7 +106,7 @@ def dft_op(ctx: OpContext) -> list[te.Tensor]:
         raise ctx.error("a one-sided DFT takes a real input (last axis 1)")
     n = x.shape[axis]
     if ctx.has_input(1):
-        length = _int_scalar(ctx, 1, "dft_length")
+        length = int_scalar(ctx, 1, "dft_length")
         if length <= 0:
             raise ctx.error(f"dft_length {length} must be positive")
     else:
