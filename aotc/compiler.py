@@ -341,7 +341,7 @@ class _Compiler:
                 self.scratch_count += 1
                 self.arena_sizes[key] = b.size * _itemsize(b.dtype)
                 scratch.append(_Loc("arena", key))
-        flops = space.flops() if space.kind == "gemm" else 0.0
+        flops = space.flops() if space.kind in ("gemm", "int_gemm") else 0.0
         reuse = space.in_place_input(config)
         in_place = (reuse, len(in_locs)) if reuse is not None and len(out_locs) == 1 else None
         self.steps.append(_PendingStep(symbol, in_locs + out_locs + scratch,

@@ -11,6 +11,9 @@
 - `vit_b16.onnx`: a ViT-B/16-sized encoder: 16x16 patches of a 224x224 image (197 tokens with
   the class token), 12 pre-LN layers, hidden 768, 12 heads, MLP 3072 (~330 MB).
 
+And their int8 forms by onnxruntime.quantization (`quantize_static`, QDQ, per-tensor, MinMax
+calibration on 4 seeded random inputs): `resnet50_int8.onnx` and `bert_encoder_int8.onnx`.
+
 They are written into `benchmarks/models/` (git-ignored; too large to commit).
 
     python benchmarks/make_big_models.py [--out benchmarks/models] [--only resnet50 ...]
@@ -301,17 +304,48 @@ def export(name: str, out_dir: Path = OUT_DIR) -> Path:
     return path
 
 
+# int8 forms: name -> the float model they quantize
+QUANTIZED = {"resnet50_int8": "resnet50", "bert_encoder_int8": "bert_encoder"}
+
+
+def quantize(name: str, out_dir: Path = OUT_DIR) -> Path:
+    """`quantize_static` of the float model (exported first if missing), QDQ format, calibrated
+    on seeded random inputs of its input shape."""
+    import numpy as np
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    src = out_dir / f"{QUANTIZED[name]}.onnx"
+    if not src.exists():
+        export(QUANTIZED[name], out_dir)
+    shape = BIG_MODELS[QUANTIZED[name]][1]
+    rng = np.random.default_rng(0)
+
+    class Samples(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.feeds = iter([{"input": rng.standard_normal(shape).astype(np.float32)}
+                               for _ in range(4)])
+
+        def get_next(self) -> dict | None:
+            return next(self.feeds, None)
+
+    path = out_dir / f"{name}.onnx"
+    logging.getLogger().setLevel(logging.ERROR)  # the pre-processing advice
+    quantize_static(str(src), str(path), Samples(), quant_format=QuantFormat.QDQ)
+    return path
+
+
 def big_model_paths(out_dir: Path = OUT_DIR) -> dict[str, Path]:
-    return {name: out_dir / f"{name}.onnx" for name in BIG_MODELS}
+    return {name: out_dir / f"{name}.onnx" for name in [*BIG_MODELS, *QUANTIZED]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=OUT_DIR)
-    ap.add_argument("--only", nargs="+", choices=list(BIG_MODELS), default=list(BIG_MODELS))
+    names = [*BIG_MODELS, *QUANTIZED]
+    ap.add_argument("--only", nargs="+", choices=names, default=names)
     args = ap.parse_args()
     for name in args.only:
-        path = export(name, args.out)
+        path = quantize(name, args.out) if name in QUANTIZED else export(name, args.out)
         print(f"{path}  {path.stat().st_size / 2**20:.1f} MiB")
 
 

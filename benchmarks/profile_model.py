@@ -40,7 +40,7 @@ from aotc.package.program import Program  # noqa: E402
 # onnxruntime's operators that run a convolution or matrix product (the rest: pooling,
 # element-wise, layout reorders)
 ORT_PRODUCTS = {"Conv", "FusedConv", "NchwcConv", "Gemm", "MatMul", "FusedMatMul",
-                "QLinearConv", "MatMulInteger", "FusedGemm"}
+                "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "FusedGemm"}
 
 
 def aotc_step_times(program: Program, runs: int, rng: np.random.Generator

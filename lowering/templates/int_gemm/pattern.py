@@ -29,6 +29,10 @@ class Operand:
     value: te.Expr  # the int32 value, in the product's axis variables (pre stages inlined)
     source: te.Tensor | None  # the runtime 8-bit input it reads (None: constant)
     zero: int  # the runtime input's zero point z (value = x - z); 0 for a constant
+    # a convolution's padding stage the product reads (`x - z` inside, 0 outside), and that
+    # load: the kernel stores the stage shifted into the instruction's type once, so that
+    # packing reads it without bounds tests
+    stage: te.Load | None = None
 
 
 @dataclass
@@ -80,12 +84,15 @@ def analyze(outputs: Sequence[te.Tensor], consts: dict[int, np.ndarray]
             if any(i is not v for i, v in zip(ld.indices, axes, strict=True)):
                 return None
         epilogue = out
-    body = _inline_stages(te.expand_inline(red.body), pre)
-    if not (isinstance(body, te.Binary) and body.op == "mul"):
+    raw = te.expand_inline(red.body)
+    if not (isinstance(raw, te.Binary) and raw.op == "mul"):
         return None
-    ops = [_operand(e, consts) for e in (body.a, body.b)]
+    ops = [_operand(_inline_stages(e, pre), consts) for e in (raw.a, raw.b)]
     if ops[0] is None or ops[1] is None:
         return None
+    for op, e in zip(ops, (raw.a, raw.b), strict=True):
+        if isinstance(e, te.Load) and e.tensor in pre and op.source is not None:
+            op.stage = e
     spatial = list(p.op.axes)  # type: ignore[union-attr]
     role = []
     for ax in spatial:

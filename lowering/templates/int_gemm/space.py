@@ -26,9 +26,10 @@ import numpy as np
 
 from lowering import te
 from lowering.affine import simplify_index
+from lowering.default_schedule import default_schedule
 from lowering.intrinsics import IntDot, IntGemmBlock, int_gemm_blocks
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Seq, Stmt, Store
-from lowering.lower import _Converter
+from lowering.lower import _Converter, lower_stage
 from lowering.machine import Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.templates.gemm.cost import PARALLEL_MIN_MACS
@@ -222,6 +223,11 @@ class _Builder:
             if p.cols.source is not None else None
         self.tile = self._add("int32", (self.slots * blk.mr * blk.nr,), "scratch")
         stages: list[Stmt] = []
+        self.encoded: dict[int, te.Tensor] = {}
+        for op in (p.rows, p.cols):
+            nest = self._encoded_stage(op)
+            if nest is not None:
+                stages.append(nest)
         parallel = "parallel" if p.macs >= PARALLEL_MIN_MACS else "serial"
         if self.rpack is not None:
             f = te.Var("rf")
@@ -247,8 +253,32 @@ class _Builder:
         words = narrow.view(np.int32).reshape(-1)
         return np.concatenate([words, corr.astype(np.int32)]), words.size
 
+    def _encoded_stage(self, op: Operand) -> Stmt | None:
+        """For an operand read through a padding stage: that stage stored shifted into the
+        instruction's element type (a scratch tensor the packing then reads), and its nest."""
+        if op.stage is None:
+            return None
+        padded = op.stage.tensor
+        assert padded.op is not None
+        c = self.s.correction(op)
+        body = te.expand_inline(padded.op.body)
+
+        def encode(*idx: te.Var) -> te.Expr:
+            v = te.substitute(body, {ax.var: i for ax, i in zip(padded.op.axes, idx,
+                                                                 strict=True)})
+            return te.cast(self.s.dot.element, v + te.Const(c, "int32") if c else v)
+
+        enc = te.compute(padded.shape, encode, "encoded")
+        self.bufs[id(enc)] = self._add(enc.dtype, enc.shape, "scratch")
+        self.encoded[id(op)] = enc
+        return lower_stage(default_schedule(enc, self.s.target.vector_lanes_f32), self.bufs)
+
     def _value(self, op: Operand, vmap: dict[te.Var, te.Expr]) -> te.Expr:
         """The runtime operand stored as the instruction's element type, as loop IR."""
+        enc = self.encoded.get(id(op))
+        if enc is not None:
+            assert op.stage is not None
+            return _Converter(self.bufs)(te.substitute(enc[tuple(op.stage.indices)], vmap))
         c = self.s.correction(op)
         v = te.substitute(op.value, vmap)
         if c:
@@ -258,20 +288,46 @@ class _Builder:
     def _pack(self, op: Operand, own: Group, r: int, buf: Buffer, b: te.Expr, tile: te.Expr,
               slot: te.Expr) -> Stmt:
         """Panel `tile` of runtime operand `op` (batch index `b`) into slot `slot` of `buf`:
-        [kg][r][group] elements, indices past the operand's edges clamped (their products
-        land in the tile's unused part, or meet zero weights)."""
+        [kg][r][group] elements. The loops walk the operand's own axes (an image's output rows,
+        then along a row: contiguous reads, no divisions) and the group's k values side by
+        side (an interleaved store); k past the end is clamped (it meets zero weights), and
+        columns past the operand's edge are left as they are (their sums are never read)."""
         p, g, kg = self.p, self.s.dot.group, self.s.kg
         K = p.k.size
-        k, rr = te.Var("pk"), te.Var("pr")
-        base = p.batch.unflatten(b)
+        k = te.Var("pk")
+        t0 = tile * r
+        valid = te.minimum(i64(r), i64(own.size) - t0)
+        vmap: dict[te.Var, te.Expr] = dict(p.batch.unflatten(b))
+        for v, e in zip(own.vars, own.extents, strict=True):
+            if e == 1:
+                vmap[v] = i64(0)
+        axes = own.nonunit
+        inner = te.Var("pr")
+        if len(axes) <= 1:
+            if axes:
+                vmap[axes[0][0]] = t0 + inner
+            dst_r: te.Expr = inner
+            lo: te.Expr = i64(0)
+            hi: te.Expr = valid
+            wrap = None
+        else:
+            last_v, last_e = axes[-1]
+            of = te.Var("po")
+            vmap.update(Group([v for v, _ in axes[:-1]], [e for _, e in axes[:-1]]).unflatten(of))
+            vmap[last_v] = inner
+            dst_r = of * last_e + inner - t0
+            lo = te.maximum(i64(0), t0 - of * last_e)
+            hi = te.minimum(i64(last_e), t0 + valid - of * last_e)
+            wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
         stores = []
         for q in range(g):
-            kf = te.minimum(k * g + q, i64(K - 1))
-            of = te.minimum(tile * r + rr, i64(own.size - 1))
-            vmap = {**base, **own.unflatten(of), **p.k.unflatten(kf)}
-            dst = simplify_index(((slot * kg + k) * r + rr) * g + q)
-            stores.append(Store(buf, dst, self._value(op, vmap)))
-        return For(k, i64(kg), "serial", For(rr, i64(r), "vectorize", Seq(stores)))
+            kvals = p.k.unflatten(te.minimum(k * g + q, i64(K - 1)))
+            dst = simplify_index(((slot * kg + k) * r + dst_r) * g + q)
+            stores.append(Store(buf, dst, self._value(op, {**vmap, **kvals})))
+        body: Stmt = For(inner, hi, "vectorize", Seq(stores), start=lo)
+        if wrap is not None:
+            body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
+        return For(k, i64(kg), "serial", body)
 
     def _main(self, parallel: str) -> Stmt:
         s, p, blk, g = self.s, self.p, self.blk, self.s.dot.group
