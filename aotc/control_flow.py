@@ -208,8 +208,9 @@ class _Body:
     def deliver(self, v: ir.Value, slot: _Loc, since: int, what: str) -> None:
         """Make the body's value `v` land in `slot`: the kernels from step `since` on that write
         its own buffer write the slot instead; otherwise a copy at the end of the body."""
-        if self.own(v):
-            key = self.c.loc[v].key
+        key = self.c.loc[v].key if v in self.c.loc else None
+        moved = any(a.key == key and a.loop >= 0 for st in self.c.steps[since:] for a in st.args)
+        if self.own(v) and not moved:  # (a slice moved by an inner loop: copied instead)
             self.claimed.add(key)
             for st in self.c.steps[since:]:
                 st.args = [slot if a.storage == "arena" and a.key == key and a.loop < 0 else a
