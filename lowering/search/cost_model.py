@@ -155,7 +155,9 @@ class _Estimator:
             return ops + len(acc)
         inner = loops[-1]
         if inner.kind == "vectorize":
-            lanes = max(1, self.vector_bits // (8 * ITEMSIZE[s.buf.dtype]))
+            # LLVM sizes the vector by the widest type the loop moves: a float32 -> uint8
+            # quantization runs 16 lanes to a 512-bit vector, not 64
+            lanes = max(1, self.vector_bits // (8 * max(a.itemsize for a in acc)))
             mem_ops = sum(0.0 if not a.depends[-1] else 1.0 if a.stride[-1] == 1 else lanes
                           for a in acc)
             # LLVM's vector body takes `lanes * interleave` elements a step; what is left runs
