@@ -18,6 +18,7 @@ the model's float output, so the outputs are integers times that scale):
 
 import logging
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -124,6 +125,17 @@ def test_qdq_to_integer_rewrites_every_matmul(static_models):
     graph, _ = compiled(static_models["block"])
     ops = [n.op_type for n in graph.graph]
     assert ops.count("QLinearMatMul") == 8 and "MatMul" not in ops
+
+
+@pytest.mark.parametrize("name", ["cnn", "block"])
+def test_integer_products_run_on_the_integer_gemm_template(name, static_models):
+    # each QLinearConv/QLinearMatMul step is an int_gemm kernel (the integer dot
+    # micro-kernel), not a scalar default schedule; the CNN's Gemm head (one row: a
+    # matrix-vector product) stays on the default schedule
+    _, program = compiled(static_models[name])
+    products = [s for s in program.steps if s.flops > 0]
+    assert len(products) == (4 if name == "cnn" else 8)
+    assert len(set(re.findall(r"call void @(aotc_qgemm_\w+)\(", program.kernel_ll))) >= 1
 
 
 def test_qdq_to_integer_reasons(static_models):
