@@ -10,8 +10,9 @@ import onnx
 
 from aotc.errors import AotcError
 
-# Operators the frontend removes before lowering (so no kernel definition is needed).
-FRONTEND_HANDLED = {"Constant", "If"}
+# Operators with no kernel definition of their own: the frontend removes Constant (and an If
+# whose condition is known), the compiler runs If, Scan and Loop around their compiled bodies.
+FRONTEND_HANDLED = {"Constant", "If", "Scan", "Loop"}
 
 
 @dataclass

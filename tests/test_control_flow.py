@@ -111,6 +111,16 @@ def test_scan_axes_and_directions(x_shape, in_axis, in_dir, out_axis, out_dir) -
     assert loop.trip_count == x_shape[in_axis]
 
 
+@pytest.mark.parametrize("x_shape,in_axis,in_dir", [((4, 6, 300), 1, 1), ((2, 4, 5, 130), 2, 0)])
+def test_scan_large_slices_on_an_inner_axis(x_shape, in_axis, in_dir) -> None:
+    """Slices of 4 KiB or more along an inner axis are copied out by each iteration."""
+    m, feeds = scan_model(x_shape, in_axis, in_dir, 0, 0, state=x_shape[:-1][:in_axis] +
+                          x_shape[:-1][in_axis + 1:])
+    program = check(m, feeds)
+    (loop,) = items_of(program, Loop)
+    assert any("scan_input0" in s.node for s in loop.body)
+
+
 def test_scan_state_passed_through_and_scalar_state() -> None:
     """A body that gives a state back untouched and one whose state is a scalar: copies."""
     body = helper.make_graph(
