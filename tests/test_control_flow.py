@@ -342,3 +342,28 @@ def test_bundle_runs_control_flow_under_sanitizers(tmp_path: Path) -> None:
         for g, w, p in zip(got, want, inprocess, strict=True):
             assert_close(g, w, 1e-5)
             np.testing.assert_array_equal(g, p)
+
+
+# -- PyTorch ---------------------------------------------------------------------------------
+
+def test_torch_cond_exports_a_run_time_if(tmp_path: Path) -> None:
+    """torch.cond, exported by the dynamo exporter, is an If on a computed condition."""
+    torch = pytest.importorskip("torch")
+
+    class Gate(torch.nn.Module):
+        def forward(self, x, y):
+            return torch.cond(x.sum() > 0, lambda x, y: torch.relu(x) + y,
+                              lambda x, y: x * y - 1, (x, y))
+
+    path = tmp_path / "cond.onnx"
+    torch.onnx.export(Gate(), (torch.randn(3, 4), torch.randn(3, 4)), dynamo=True).save(path)
+    m = onnx.load(path)
+    assert "If" in [n.op_type for n in m.graph.node]
+    rng = np.random.default_rng(4)
+    program = compile_onnx(m)
+    for sign in (1, -1):
+        feeds = [np.abs(rng.standard_normal((3, 4))).astype(np.float32) * sign,
+                 rng.standard_normal((3, 4)).astype(np.float32)]
+        for g, w in zip(run_program(program, feeds), ort_outputs(m, feeds), strict=True):
+            assert_close(g, w, 1e-5)
+    assert len(items_of(program, Branch)) == 1
