@@ -12,7 +12,8 @@
   the class token), 12 pre-LN layers, hidden 768, 12 heads, MLP 3072 (~330 MB).
 
 And their int8 forms by onnxruntime.quantization (`quantize_static`, QDQ, per-tensor, MinMax
-calibration on 4 seeded random inputs): `resnet50_int8.onnx` and `bert_encoder_int8.onnx`.
+calibration on 4 seeded random inputs): `resnet50_int8.onnx`, `mobilenetv2_int8.onnx` and
+`bert_encoder_int8.onnx`.
 
 They are written into `benchmarks/models/` (git-ignored; too large to commit).
 
@@ -305,7 +306,8 @@ def export(name: str, out_dir: Path = OUT_DIR) -> Path:
 
 
 # int8 forms: name -> the float model they quantize
-QUANTIZED = {"resnet50_int8": "resnet50", "bert_encoder_int8": "bert_encoder"}
+QUANTIZED = {"resnet50_int8": "resnet50", "mobilenetv2_int8": "mobilenetv2",
+             "bert_encoder_int8": "bert_encoder"}
 
 
 def quantize(name: str, out_dir: Path = OUT_DIR) -> Path:

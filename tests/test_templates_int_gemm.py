@@ -1,5 +1,6 @@
 """The integer GEMM template (lowering/templates/int_gemm): which instruction each target gets,
-and quantized convolutions and matrix products on it, bit-exact against onnxruntime on every
+and quantized convolutions and matrix products on it (depthwise ones on the depthwise
+template's integer form), bit-exact against onnxruntime on every
 target this machine runs (and on AArch64 under qemu)."""
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ def _model(node: onnx.NodeProto, inputs: dict[str, np.ndarray], inits: dict[str,
 
 
 def qlinear_conv(n=1, ci=8, h=10, w=10, co=16, k=3, pad=1, stride=1, xdt=np.uint8,
-                 wdt=np.int8, per_channel=True, w_zero=0, bias=True):
+                 wdt=np.int8, per_channel=True, w_zero=0, bias=True, group=1):
     x = _ints(xdt, (n, ci, h, w))
-    wts = _ints(wdt, (co, ci, k, k), *((-90, 90) if wdt == np.int8 else (0, 255)))
+    wts = _ints(wdt, (co, ci // group, k, k), *((-90, 90) if wdt == np.int8 else (0, 255)))
     cs = co if per_channel else 1
     inits = {
         "xs": np.float32(0.05), "xz": np.array(3 if xdt == np.uint8 else -5, xdt), "w": wts,
@@ -59,7 +60,8 @@ def qlinear_conv(n=1, ci=8, h=10, w=10, co=16, k=3, pad=1, stride=1, xdt=np.uint
     if bias:
         inits["b"] = _ints(np.int32, (co,), -2000, 2000)
         names.append("b")
-    node = helper.make_node("QLinearConv", names, ["y"], pads=[pad] * 4, strides=[stride] * 2)
+    node = helper.make_node("QLinearConv", names, ["y"], pads=[pad] * 4, strides=[stride] * 2,
+                            group=group)
     return _model(node, {"x": x}, inits, ONNX_TYPE[xdt]), [x]
 
 
@@ -111,6 +113,32 @@ CASES = {
 }
 
 
+# depthwise convolutions (groups = channels) take the depthwise template's integer form
+DEPTHWISE = {
+    "dw3x3_u8": lambda: qlinear_conv(ci=24, co=24, h=20, w=20, group=24),
+    "dw3x3_s8_stride2": lambda: qlinear_conv(ci=16, co=16, h=21, w=19, stride=2, group=16,
+                                             xdt=np.int8),
+    "dw5x5_multiplier2_no_bias": lambda: qlinear_conv(ci=8, co=16, h=17, w=17, k=5, pad=2,
+                                                      group=8, bias=False),
+    "dw3x3_unpadded_weight_zero_point": lambda: qlinear_conv(
+        ci=12, co=12, h=18, w=18, pad=0, group=12, w_zero=3, per_channel=False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DEPTHWISE))
+def test_depthwise_integer_convolutions_match_onnxruntime(case: str, run_target) -> None:
+    model, inputs = DEPTHWISE[case]()
+    program = compile_model(load_graph(model), run_target)
+    np.testing.assert_array_equal(run_program(program, inputs)[0], ort_outputs(model, inputs)[0])
+
+
+def test_depthwise_integer_convolution_takes_the_depthwise_template() -> None:
+    space = _conv_space("zen4", group=16)
+    assert space.kind == "depthwise" and space.pat.integer
+    # only the row form: the plane forms pad with the combiner's identity
+    assert [k.name for k in space.knobs] == ["rows"]
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_matches_onnxruntime_bit_for_bit(case: str, run_target) -> None:
     model, inputs = CASES[case]()
@@ -122,11 +150,12 @@ def test_matches_onnxruntime_bit_for_bit(case: str, run_target) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def _conv_space(target_name: str, wdt: str = "int8"):
+def _conv_space(target_name: str, wdt: str = "int8", group: int = 1):
     x = te.placeholder((1, 16, 12, 12), "uint8", "x")
     names = ["xs", "xz", "w", "ws", "wz", "ys", "yz"]
-    shapes = {"xs": (), "xz": (), "w": (32, 16, 3, 3), "ws": (32,), "wz": (32,), "ys": (),
-              "yz": ()}
+    co = 32 if group == 1 else 16
+    shapes = {"xs": (), "xz": (), "w": (co, 16 // group, 3, 3), "ws": (co,), "wz": (co,),
+              "ys": (), "yz": ()}
     dtypes = {"xs": "float32", "xz": "uint8", "w": wdt, "ws": "float32", "wz": wdt,
               "ys": "float32", "yz": "uint8"}
     values = {"xs": np.float32(0.1), "xz": np.uint8(3),
@@ -134,8 +163,8 @@ def _conv_space(target_name: str, wdt: str = "int8"):
               "wz": np.zeros(32, dtype=wdt), "ys": np.float32(1), "yz": np.uint8(0)}
     inputs = [x] + [te.placeholder(shapes[k], dtypes[k], k) for k in names]
     consts = [None] + [values[k] for k in names]
-    ctx = OpContext(node="n", op_type="QLinearConv", attrs={"pads": [1, 1, 1, 1]},
-                    inputs=inputs, consts=consts, out_shapes=[(1, 32, 12, 12)],
+    ctx = OpContext(node="n", op_type="QLinearConv", attrs={"pads": [1, 1, 1, 1], "group": group},
+                    inputs=inputs, consts=consts, out_shapes=[(1, co, 12, 12)],
                     out_dtypes=["uint8"])
     outputs = OPS["QLinearConv"](ctx)
     return space_for(inputs, outputs, consts, NAMED_TARGETS[target_name])

@@ -104,7 +104,7 @@ class DepthwisePattern:
     epilogue: te.Tensor | None
     x: te.Tensor  # the unpadded input
     chan: te.Expr  # input channel of output channel k (an expression of the k variable)
-    weight: te.Load | None  # None: a pooling window (the source alone)
+    weight: te.Expr | None  # None: a pooling window (the source alone)
     combiner: str  # "sum" or "max"
     init: te.Expr
     n: te.Var
@@ -114,10 +114,17 @@ class DepthwisePattern:
     r: tuple[te.Var, te.Var]  # the window variables along H and W
     h: Axis
     w: Axis
+    # an integer convolution's input value: an element-wise function of its load of x (8-bit
+    # x less its zero point, as the quantized operators compose); None: x itself
+    x_value: te.Expr | None = None
+
+    @property
+    def integer(self) -> bool:
+        return self.x_value is not None
 
 
 def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
-    if len(outputs) != 1 or outputs[0].dtype not in ("float32", "float64"):  # not the halves
+    if len(outputs) != 1:
         return None
     stages = stages_of(outputs)
     reductions = [t for t in stages if t.op.reduce_axes]  # type: ignore[union-attr]
@@ -131,20 +138,30 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
     if red.combiner not in ("sum", "max") or op.inline or len(p.shape) != 4 \
             or len(red.axes) != 2:
         return None
+    # float sums and maxima (not the halves), or an int32 sum of integer products
+    integer = p.dtype == "int32" and red.combiner == "sum"
+    if not integer and outputs[0].dtype not in ("float32", "float64"):
+        return None
     body = te.expand_inline(red.body)
     n, k, oh, ow = (ax.var for ax in op.axes)
-    wl: te.Load | None = None
-    if isinstance(body, te.Load):
-        src = body
+    wl: te.Expr | None = None
+    if isinstance(body, te.Load) and not integer:
+        src: te.Expr = body
     elif (red.combiner == "sum" and isinstance(body, te.Binary) and body.op == "mul"
-          and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
+          and (integer or isinstance(body.a, te.Load) and isinstance(body.b, te.Load))):
         src, wl = body.a, body.b
-        if any(te.mentions(i, oh) or te.mentions(i, ow) for i in wl.indices):
+        if any(te.mentions(i, oh) or te.mentions(i, ow) for i in _indices(wl)):
             src, wl = wl, src
-        if any(te.mentions(i, v) for i in wl.indices for v in (n, oh, ow)):
+        if any(te.mentions(i, v) for i in _indices(wl) for v in (n, oh, ow)):
             return None
     else:
         return None
+    x_value = None
+    if not isinstance(src, te.Load):  # an integer input less its zero point, unpadded
+        x_load = _only_image_load(src)
+        if x_load is None:
+            return None
+        src, x_value = x_load, src
     if len(src.indices) != 4 or src.indices[0] is not n:
         return None
     chan = src.indices[1]
@@ -166,14 +183,19 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
             return None
         used.append(r)
         axes.append((size, r, f.coefficient(o), f.coefficient(r) or 1, f.const))
-    source = _source(src.tensor, te.reduce_identity(red.combiner, src.tensor.dtype).value)
+    source = _source(src.tensor, te.reduce_identity(red.combiner, src.tensor.dtype).value,
+                     integer)
     if source is None:
         return None
-    x, valid_h, valid_w, shift_h, shift_w = source
+    x, valid_h, valid_w, shift_h, shift_w, padded_value = source
+    x_value = x_value if x_value is not None else padded_value
+    if integer != (x_value is not None):
+        return None
     epilogue = _epilogue(stages, p, outputs[0])
     if epilogue is False:
         return None
-    others = [t for t in stages if t is not p and t is not epilogue and t is not src.tensor]
+    others = [t for t in stages if t is not p and t is not epilogue and t is not src.tensor
+              and not t.op.inline]  # type: ignore[union-attr]
     if others or (src.tensor.op is not None and any(src.tensor is o for o in outputs)):
         return None
     h = Axis(axes[0][0], ext[axes[0][1]], axes[0][2], axes[0][3], axes[0][4], valid_h, shift_h)
@@ -182,7 +204,35 @@ def analyze(outputs: Sequence[te.Tensor]) -> DepthwisePattern | None:
         if len(a.runs()) > MAX_RUNS:
             return None
     return DepthwisePattern(p, epilogue or None, x, chan, wl, red.combiner, red.init, n, k,
-                            oh, ow, (axes[0][1], axes[1][1]), h, w)
+                            oh, ow, (axes[0][1], axes[1][1]), h, w, x_value)
+
+
+def _indices(e: te.Expr) -> list[te.Expr]:
+    """The indices of every load in `e`."""
+    out: list[te.Expr] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, te.Load):
+            out += x.indices
+        stack.extend(te.children(x))
+    return out
+
+
+def _only_image_load(e: te.Expr) -> te.Load | None:
+    """The one load of a 4-D input in `e`, an element-wise function of it (other loads read
+    single elements, a zero point), or None."""
+    loads: list[te.Load] = []
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, te.Load):
+            loads.append(x)
+        stack.extend(te.children(x))
+    images = [ld for ld in loads if ld.tensor.op is None and len(ld.tensor.shape) == 4]
+    if len(images) != 1 or any(ld is not images[0] and ld.tensor.size != 1 for ld in loads):
+        return None
+    return images[0]
 
 
 def _unclamped(e: te.Expr) -> te.Expr:
@@ -193,13 +243,14 @@ def _unclamped(e: te.Expr) -> te.Expr:
     return e
 
 
-def _source(t: te.Tensor, pad: float
-            ) -> tuple[te.Tensor, list[bool], list[bool], int, int] | None:
+def _source(t: te.Tensor, pad: float, integer: bool = False
+            ) -> tuple[te.Tensor, list[bool], list[bool], int, int, te.Expr | None] | None:
     """The input a window source reads and, per spatial axis, which source positions hold an
     input element (the rest are padding, which must be `pad`, the combiner's identity, for
-    the taps on it to be dropped) and the shift from source to input position."""
+    the taps on it to be dropped) and the shift from source to input position; for an
+    `integer` product, the padded value as a function of its load of the input."""
     if t.op is None:
-        return t, [True] * t.shape[2], [True] * t.shape[3], 0, 0
+        return t, [True] * t.shape[2], [True] * t.shape[3], 0, 0, None
     if t.op.reduce_axes or len(t.shape) != 4:
         return None
     pn, pc, ph, pw = (ax.var for ax in t.op.axes)
@@ -210,6 +261,12 @@ def _source(t: te.Tensor, pad: float
             return None
         conds = te.conjuncts(body.cond)
         body = body.t
+    value = None
+    if integer and not isinstance(body, te.Load):
+        load = _only_image_load(body)
+        if load is None:
+            return None
+        value, body = body, load
     if not (isinstance(body, te.Load) and body.tensor.op is None and len(body.indices) == 4):
         return None
     x = body.tensor
@@ -234,7 +291,7 @@ def _source(t: te.Tensor, pad: float
         shifts.append(-f.const)
     if any(not any(te.mentions(c, v) for v in (ph, pw)) for c in conds):
         return None
-    return x, valid[0], valid[1], shifts[0], shifts[1]
+    return x, valid[0], valid[1], shifts[0], shifts[1], value
 
 
 def _epilogue(stages: list[te.Tensor], p: te.Tensor, out: te.Tensor) -> te.Tensor | None | bool:
@@ -285,7 +342,9 @@ class DepthwiseSpace(ScheduleSpace):
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
         self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
-        if _padded_plane_ok(pat, target.vector_lanes_f32):
+        # the plane forms fill padding with the combiner's identity, which an integer
+        # input less its zero point does not have: they are for float windows
+        if not pat.integer and _padded_plane_ok(pat, target.vector_lanes_f32):
             forms = ("rows", "padded", "masked") if _masked_plane_ok(pat) else ("rows", "padded")
             self.knobs.append(Knob("plane", forms))
 
@@ -406,7 +465,10 @@ class _Builder:
             ih = oh * pat.h.stride + (r0 * pat.h.dilation + pat.h.offset - pat.h.shift)
             for r1 in taps_w:
                 iw = ow * pat.w.stride + (r1 * pat.w.dilation + pat.w.offset - pat.w.shift)
-                taps.append((r0, r1, BufLoad(xb, flat_index(xb, [env[pat.n], chan, ih, iw]))))
+                xv: te.Expr = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ih, iw]))
+                if pat.x_value is not None:
+                    xv = self._lower(_replace_load(pat.x_value, pat.x, xv))
+                taps.append((r0, r1, xv))
         return self._output(env, oh, ow, self._window(env, taps))
 
     def _window(self, env: dict[te.Var, te.Expr],
