@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -46,6 +45,16 @@ DTYPE_NAMES: dict[ir.DataType, str] = {
     ir.DataType.UINT16: "uint16",
     ir.DataType.UINT8: "uint8",
     ir.DataType.BOOL: "bool",
+    ir.DataType.FLOAT8E4M3FN: "float8_e4m3fn",
+    ir.DataType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    ir.DataType.FLOAT8E5M2: "float8_e5m2",
+    ir.DataType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    ir.DataType.FLOAT8E8M0: "float8_e8m0fnu",
+    ir.DataType.FLOAT4E2M1: "float4_e2m1fn",
+    ir.DataType.INT4: "int4",
+    ir.DataType.UINT4: "uint4",
+    ir.DataType.INT2: "int2",
+    ir.DataType.UINT2: "uint2",
 }
 WEIGHT_ALIGN = 64
 
@@ -81,9 +90,7 @@ def _is_constant(node: ir.Node) -> bool:
 def value_dtype(v: ir.Value, file: str | None, node: str | None = None) -> str:
     if v.dtype not in DTYPE_NAMES:
         kind = getattr(v.dtype, "name", str(v.dtype))
-        what = ("8-bit floats (and with them Cast's saturate) are" if kind.startswith("FLOAT8")
-                else "4- and 2-bit types are" if re.fullmatch(r"U?INT[42]|FLOAT4E2M1", kind)
-                else "strings are" if kind == "STRING" else f"{kind} is")
+        what = "strings are" if kind == "STRING" else f"{kind} is"
         raise AotcError(
             f"value '{v.name}' has element type {v.dtype}, which aotc does not compile",
             file=file, node=node,

@@ -12,26 +12,48 @@ import math
 import struct
 from collections.abc import Callable, Sequence
 
-# Element types (bool last: `DTYPES[:-1]` are the numeric ones). float16 and bfloat16 are
-# storage types: a value of either is held as a float32 (exactly: loads and casts give
-# representable values), arithmetic on it is float32's, and a store or a cast to the type
-# rounds to nearest even. Operator definitions see them as float32 (ops.run_op).
+# Element types (bool last: `DTYPES[:-1]` are the numeric ones; names are numpy's, with
+# ml_dtypes imported). float16 and bfloat16 are storage types: a value of either is held as a
+# float32 (exactly: loads and casts give representable values), arithmetic on it is float32's,
+# and a store or a cast to the type rounds to nearest even. Operator definitions see them as
+# float32 (ops.run_op).
 HALF_DTYPES = ("float16", "bfloat16")
-FLOAT_DTYPES = ("float32", "float64", *HALF_DTYPES)
-SIGNED_INT_DTYPES = ("int64", "int32", "int16", "int8")
-UNSIGNED_DTYPES = ("uint64", "uint32", "uint16", "uint8")
+# The 8- and 4-bit floats (ONNX's FLOAT8E4M3FN, FLOAT8E4M3FNUZ, FLOAT8E5M2, FLOAT8E5M2FNUZ,
+# FLOAT8E8M0, FLOAT4E2M1), one byte per element in memory and a float32 in registers like the
+# halves, but definitions see them as they are (few operators take them: Cast, quantization,
+# data movement); a load decodes exactly, a cast to one rounds as ONNX's Cast does with its
+# defaults (targets/cpu/narrow_ir.py; other saturate/round_mode settings: lowering/convert.py).
+NARROW_FLOAT_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                       "float8_e8m0fnu", "float4_e2m1fn")
+FLOAT_DTYPES = ("float32", "float64", *HALF_DTYPES, *NARROW_FLOAT_DTYPES)
+# int4/uint4/int2/uint2 take one byte per element (the value in its low bits, as ml_dtypes
+# keeps them) and are an i8 in registers, sign- or zero-extended; a store keeps the low bits.
+NARROW_INT_DTYPES = ("int4", "int2", "uint4", "uint2")
+SIGNED_INT_DTYPES = ("int64", "int32", "int16", "int8", "int4", "int2")
+UNSIGNED_DTYPES = ("uint64", "uint32", "uint16", "uint8", "uint4", "uint2")
 INT_DTYPES = SIGNED_INT_DTYPES + UNSIGNED_DTYPES
 NUMERIC_DTYPES = FLOAT_DTYPES + INT_DTYPES
 SIGNED_DTYPES = FLOAT_DTYPES + SIGNED_INT_DTYPES  # the types with negative values
 DTYPES = (*NUMERIC_DTYPES, "bool")
 ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
-            "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1}
+            "int16": 2, "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+            **dict.fromkeys(NARROW_FLOAT_DTYPES + NARROW_INT_DTYPES, 1)}
+# Value bits of the integer types (their range); the narrow ones are narrower than their byte.
+INT_BITS = {**{t: 8 * ITEMSIZE[t] for t in INT_DTYPES}, "int4": 4, "uint4": 4, "int2": 2,
+            "uint2": 2}
 
 
 def float_value(value: float, dtype: str) -> float:
-    """`value` rounded to a float type (to nearest even; past the largest finite value ±inf)."""
+    """`value` rounded to a float type (to nearest even; past the largest finite value ±inf,
+    or what ml_dtypes gives for the narrow floats)."""
     if dtype == "float64" or math.isnan(value):
         return value
+    if dtype in NARROW_FLOAT_DTYPES:
+        import ml_dtypes  # noqa: F401 (numpy's names for the narrow floats)
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            return float(np.array(value, np.float32).astype(dtype).astype(np.float32))
     try:
         if dtype == "float16":
             return struct.unpack("<e", struct.pack("<e", value))[0]
@@ -45,7 +67,7 @@ def float_value(value: float, dtype: str) -> float:
 
 def int_range(dtype: str) -> tuple[int, int]:
     """The smallest and largest value of an integer type."""
-    bits = 8 * ITEMSIZE[dtype]
+    bits = INT_BITS[dtype]
     if dtype in UNSIGNED_DTYPES:
         return 0, (1 << bits) - 1
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -128,7 +150,7 @@ class Const(Expr):
             value = bool(value)
         elif dtype in INT_DTYPES:
             value = int(value)
-        elif dtype in HALF_DTYPES:
+        elif dtype in HALF_DTYPES or dtype in NARROW_FLOAT_DTYPES:
             value = float_value(float(value), dtype)
         else:
             value = float(value)

@@ -42,7 +42,21 @@ enum aotc_dtype {
     AOTC_DTYPE_UINT32 = 10,
     AOTC_DTYPE_UINT64 = 11,
     AOTC_DTYPE_FLOAT16 = 12, /* IEEE 754 binary16, two bytes */
-    AOTC_DTYPE_BFLOAT16 = 13 /* the top two bytes of a float32 (.npy: '<V2', as ml_dtypes saves it) */
+    AOTC_DTYPE_BFLOAT16 = 13, /* the top two bytes of a float32 (.npy: '<V2', as ml_dtypes saves it) */
+    /* The narrow types take one byte per element (ml_dtypes' layout, not ONNX's packed raw
+     * data): an 8-bit float's code; a 4-bit float's or 4-/2-bit integer's bits in the low
+     * bits of the byte (written with the high bits 0, which are ignored when read). .npy:
+     * '<V1' ('<f1' for FLOAT8E5M2), as ml_dtypes saves them. */
+    AOTC_DTYPE_FLOAT8E4M3FN = 14,
+    AOTC_DTYPE_FLOAT8E4M3FNUZ = 15,
+    AOTC_DTYPE_FLOAT8E5M2 = 16,
+    AOTC_DTYPE_FLOAT8E5M2FNUZ = 17,
+    AOTC_DTYPE_FLOAT8E8M0 = 18,
+    AOTC_DTYPE_FLOAT4E2M1 = 19,
+    AOTC_DTYPE_INT4 = 20,
+    AOTC_DTYPE_UINT4 = 21,
+    AOTC_DTYPE_INT2 = 22,
+    AOTC_DTYPE_UINT2 = 23
 };
 
 /* One model input or output: dense, C (row-major) order. */

@@ -25,6 +25,14 @@ static const struct dtype_info DTYPES[] = {
     {AOTC_DTYPE_UINT16, "uint16", 'u', 2},   {AOTC_DTYPE_UINT32, "uint32", 'u', 4},
     {AOTC_DTYPE_UINT64, "uint64", 'u', 8},   {AOTC_DTYPE_FLOAT16, "float16", 'f', 2},
     {AOTC_DTYPE_BFLOAT16, "bfloat16", 'V', 2}, /* numpy has no bfloat16: ml_dtypes saves '<V2' */
+    /* ml_dtypes saves every one-byte narrow type as '<V1', so a file names none of them
+     * (aotc_npy_holds); files are written '|V1', which numpy loads as raw bytes */
+    {AOTC_DTYPE_FLOAT8E4M3FN, "float8_e4m3fn", 'V', 1}, {AOTC_DTYPE_FLOAT8E4M3FNUZ, "float8_e4m3fnuz", 'V', 1},
+    {AOTC_DTYPE_FLOAT8E5M2, "float8_e5m2", 'V', 1},     {AOTC_DTYPE_FLOAT8E5M2FNUZ, "float8_e5m2fnuz", 'V', 1},
+    {AOTC_DTYPE_FLOAT8E8M0, "float8_e8m0fnu", 'V', 1},  {AOTC_DTYPE_FLOAT4E2M1, "float4_e2m1fn", 'V', 1},
+    {AOTC_DTYPE_INT4, "int4", 'V', 1},                  {AOTC_DTYPE_UINT4, "uint4", 'V', 1},
+    {AOTC_DTYPE_INT2, "int2", 'V', 1},                  {AOTC_DTYPE_UINT2, "uint2", 'V', 1},
+    {AOTC_DTYPE_FLOAT8E5M2, "float8_e5m2", 'f', 1}, /* read only: ml_dtypes saves it '<f1' */
 };
 #define NUM_DTYPES (sizeof DTYPES / sizeof DTYPES[0])
 
@@ -90,6 +98,14 @@ static int32_t dtype_from_descr(const char *descr, int *big_endian) {
         }
     }
     return 0;
+}
+
+int aotc_npy_holds(const aotc_npy_array *array, int32_t dtype) {
+    const struct dtype_info *d = find_dtype(dtype);
+    if (array->dtype == dtype) return 1;
+    if (d == NULL || d->kind != 'V' || d->size != 1) return 0;
+    /* a one-byte narrow type: ml_dtypes' '<V1' (read as the first such entry) or '<f1' */
+    return array->dtype == AOTC_DTYPE_FLOAT8E4M3FN || strcmp(array->descr, "<f1") == 0;
 }
 
 static const char *skip_space(const char *p) {

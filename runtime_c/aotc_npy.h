@@ -28,6 +28,11 @@ int aotc_npy_write(const char *path, int32_t dtype, int32_t rank, const int64_t 
 
 void aotc_npy_free(aotc_npy_array *array);
 
+/* 1 when array (read from a file) holds dtype's elements: its dtype, or for a one-byte narrow
+ * type (FLOAT8*, FLOAT4E2M1, [U]INT4, [U]INT2) any file ml_dtypes writes for one ('<V1',
+ * '<f1'), since such a file does not say which. */
+int aotc_npy_holds(const aotc_npy_array *array, int32_t dtype);
+
 /* "float32", ... for an enum aotc_dtype; "unknown" otherwise. */
 const char *aotc_npy_dtype_name(int32_t dtype);
 

@@ -134,18 +134,6 @@ def test_qlinear_conv(xt, wt, per_channel):
              consts=(1, 2, 3, 4, 5, 6, 7, 8), pads=[1, 1, 1, 1], group=2)
 
 
-def test_float8_refused_by_element_type():
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT8E4M3FN, [4])],
-        [helper.make_tensor("s", TensorProto.FLOAT, [], [1.0]),
-         helper.make_tensor("z", TensorProto.FLOAT8E4M3FN, [], [0])]),
-        opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
-    with pytest.raises(AotcError, match="8-bit floats"):
-        compile_onnx(model)
-
-
 def test_bad_scale_shape_is_the_nodes_error():
     # onnx's shape inference passes a scale of the wrong length; aotc names the node
     graph = helper.make_graph(

@@ -67,17 +67,23 @@ def _elements(tensor: onnx.TensorProto) -> int:
 
 
 def element_size(data_type: int) -> int | None:
-    """Bytes per element of an ONNX element type (a byte for 4-bit types, which pack two); None
-    for strings and unknown types."""
+    """Bytes per element of an ONNX element type (a byte for 4- and 2-bit types, which raw
+    data packs two or four to a byte and aotc keeps one a byte); None for strings and unknown
+    types."""
     try:
         return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type)).itemsize
     except (KeyError, TypeError, ValueError):
         return None
 
 
+# Elements per byte of ONNX's packed raw data for the types narrower than a byte.
+_PACKED = {_T.INT4: 2, _T.UINT4: 2, _T.FLOAT4E2M1: 2, _T.INT2: 4, _T.UINT2: 4}
+
+
 def _expected_bytes(tensor: onnx.TensorProto) -> int | None:
-    if tensor.data_type in (_T.INT4, _T.UINT4):
-        return (_elements(tensor) + 1) // 2
+    if tensor.data_type in _PACKED:
+        per = _PACKED[tensor.data_type]
+        return (_elements(tensor) + per - 1) // per
     size = element_size(tensor.data_type)
     return None if size is None else _elements(tensor) * size  # strings: the loader reports
 

@@ -30,7 +30,8 @@ DEMO = "ort_demo"
 # onnxruntime's ONNXTensorElementDataType numbers (those of ONNX's TensorProto.DataType)
 ORT_ELEMENT_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6,
                      "int64": 7, "bool": 9, "float16": 10, "float64": 11, "uint32": 12,
-                     "uint64": 13, "bfloat16": 16}
+                     "uint64": 13, "bfloat16": 16, "float8_e4m3fn": 17, "float8_e4m3fnuz": 18,
+                     "float8_e5m2": 19, "float8_e5m2fnuz": 20, "float8_e8m0fnu": 24}
 
 
 class IslandBuild(NamedTuple):

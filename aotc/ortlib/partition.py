@@ -43,6 +43,12 @@ def is_weight(value: ir.Value) -> bool:
     return value.const_value is not None
 
 
+# Element types onnxruntime's tensors pack two or four to a byte: an island's tensors would
+# not be laid out as its kernels read them, so nodes touching them stay onnxruntime's.
+PACKED_BY_ORT = frozenset({ir.DataType.INT4, ir.DataType.UINT4, ir.DataType.INT2,
+                           ir.DataType.UINT2, ir.DataType.FLOAT4E2M1})
+
+
 def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> str | None:
     """Why aotc cannot compile `node` (None: it can)."""
     bad = unsupported_nodes([node], functions)
@@ -53,6 +59,9 @@ def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Functio
             continue
         if v.dtype not in DTYPE_NAMES:
             return f"value '{v.name}' has element type {v.dtype}"
+        if v.dtype in PACKED_BY_ORT:
+            return (f"value '{v.name}' has element type {v.dtype}, which onnxruntime packs "
+                    "several to a byte (aotc keeps one a byte)")
         if static_dims(v.shape) is None:
             return f"value '{v.name}' has a shape known only at run time ({v.shape})"
     if any(a.type == ir.AttributeType.GRAPH or a.type == ir.AttributeType.GRAPHS

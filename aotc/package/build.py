@@ -123,8 +123,8 @@ def run_model_process(
         outs = []
         for path, info in zip(out_paths, meta["outputs"], strict=True):
             y, want = np.load(path), np.dtype(DTYPES[info["dtype"]][1])
-            if y.dtype == np.dtype("V2") and want.itemsize == 2:  # bfloat16: numpy's '<V2'
-                y = y.view(want)
+            if y.dtype.kind == "V" and y.dtype.itemsize == want.itemsize:  # ml_dtypes' types
+                y = y.view(want)  # bfloat16 ('<V2') and the narrow types ('|V1')
             if y.dtype != want:
                 raise RunModelError(0, f"output {info['name']} has dtype {y.dtype}")
             outs.append(y)

@@ -23,6 +23,16 @@ C_DTYPE_ENUM = {
     "uint64": "AOTC_DTYPE_UINT64",
     "float16": "AOTC_DTYPE_FLOAT16",
     "bfloat16": "AOTC_DTYPE_BFLOAT16",
+    "float8_e4m3fn": "AOTC_DTYPE_FLOAT8E4M3FN",
+    "float8_e4m3fnuz": "AOTC_DTYPE_FLOAT8E4M3FNUZ",
+    "float8_e5m2": "AOTC_DTYPE_FLOAT8E5M2",
+    "float8_e5m2fnuz": "AOTC_DTYPE_FLOAT8E5M2FNUZ",
+    "float8_e8m0fnu": "AOTC_DTYPE_FLOAT8E8M0",
+    "float4_e2m1fn": "AOTC_DTYPE_FLOAT4E2M1",
+    "int4": "AOTC_DTYPE_INT4",
+    "uint4": "AOTC_DTYPE_UINT4",
+    "int2": "AOTC_DTYPE_INT2",
+    "uint2": "AOTC_DTYPE_UINT2",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
+import ml_dtypes  # noqa: F401 (numpy's dtypes "bfloat16", "float8_e4m3fn", "int4", ...)
 import numpy as np
 
 Storage = Literal["arena", "weight", "input", "output"]
@@ -26,6 +26,21 @@ DTYPES: dict[str, tuple[str, str]] = {
     "uint16": ("uint16_t", "<u2"),
     "uint8": ("uint8_t", "|u1"),
     "bool": ("uint8_t", "|b1"),
+    # One byte per element, ml_dtypes' layout (ONNX's raw data packs 4- and 2-bit values two
+    # and four to a byte; aotc keeps one a byte so kernels address elements as bytes): an
+    # 8-bit float's code; a 4-bit float's or 4-/2-bit integer's bits in the byte's low bits
+    # (the high bits are written 0 and ignored when read). .npy files say '<V1' ('<f1' for
+    # float8_e5m2), as ml_dtypes saves them.
+    "float8_e4m3fn": ("uint8_t", "float8_e4m3fn"),
+    "float8_e4m3fnuz": ("uint8_t", "float8_e4m3fnuz"),
+    "float8_e5m2": ("uint8_t", "float8_e5m2"),
+    "float8_e5m2fnuz": ("uint8_t", "float8_e5m2fnuz"),
+    "float8_e8m0fnu": ("uint8_t", "float8_e8m0fnu"),
+    "float4_e2m1fn": ("uint8_t", "float4_e2m1fn"),
+    "int4": ("int8_t", "int4"),
+    "uint4": ("uint8_t", "uint4"),
+    "int2": ("int8_t", "int2"),
+    "uint2": ("uint8_t", "uint2"),
 }
 
 

@@ -15,7 +15,7 @@ from lowering import te
 from lowering.affine import interval, simplify_index
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Prefetch, Seq, Stmt, Store
 from lowering.partition import partition_kernel
-from targets.cpu import microkernels
+from targets.cpu import microkernels, narrow_ir
 from targets.cpu.target import CpuTarget, target_machine
 
 try:  # vector-friendly math written in IR; libm calls are the fallback
@@ -27,12 +27,17 @@ except ImportError:  # pragma: no cover - only while vecmath is being written
 # byte; integers are LLVM's sign-less iN, their signedness chosen per instruction (UNSIGNED);
 # float16 and bfloat16 values are floats in registers (te.HALF_DTYPES), converted by loads and
 # rounded by stores: a half is LLVM's `half` (fpext/fptrunc: F16C's vcvtph2ps/vcvtps2ph, NEON's
-# fcvt), a bfloat16 the top 16 bits of a float32 (integer shifts and a rounding add).
+# fcvt), a bfloat16 the top 16 bits of a float32 (integer shifts and a rounding add). The 8-
+# and 4-bit floats are floats in registers too, a byte in memory (narrow_ir.py converts); the
+# 4- and 2-bit integers an i8 in registers and memory (loads extend their low bits).
 LLTYPE = {
     "float32": "float", "float64": "double", "float16": "float", "bfloat16": "float",
     "bool": "i1", **{t: f"i{8 * te.ITEMSIZE[t]}" for t in te.INT_DTYPES},
+    **dict.fromkeys(te.NARROW_FLOAT_DTYPES, "float"),
 }
-MEMTYPE = {**LLTYPE, "bool": "i8", "float16": "half", "bfloat16": "i16"}
+MEMTYPE = {**LLTYPE, "bool": "i8", "float16": "half", "bfloat16": "i16",
+           **dict.fromkeys(te.NARROW_FLOAT_DTYPES, "i8")}
+STORED_AS_FLOAT = (*te.HALF_DTYPES, *te.NARROW_FLOAT_DTYPES)  # floats in registers, not memory
 SIZE = te.ITEMSIZE
 UNSIGNED = (*te.UNSIGNED_DTYPES, "bool")  # zero-extended, compared and divided unsigned
 # Reductions over rows shorter than this many vectors are kept loops (see _FunctionEmitter.stmt).
@@ -325,15 +330,19 @@ class _FunctionEmitter:
         if s.value.dtype != s.buf.dtype:
             raise TypeError(f"store of {s.value.dtype} into {s.buf!r}")
         val = self._reassociated(s) if self.reductions else None
-        if val is None and s.buf.dtype in te.HALF_DTYPES:
+        if val is None and s.buf.dtype in STORED_AS_FLOAT:
             # the store rounds: a cast from a float to the type right before it need not
             inner = s.value.a if isinstance(s.value, te.Cast) and \
                 LLTYPE[s.value.a.dtype] == "float" else s.value
-            val = self._half_bits(self.expr(inner), s.buf.dtype)
+            val = self._memory_bits(self.expr(inner), s.buf.dtype, inner is not s.value)
         elif val is None:
             val = self.expr(s.value)
-        elif s.buf.dtype in te.HALF_DTYPES:
-            val = self._half_bits(val, s.buf.dtype)
+        elif s.buf.dtype in STORED_AS_FLOAT:
+            val = self._memory_bits(val, s.buf.dtype)
+        if s.buf.dtype in te.NARROW_INT_DTYPES:  # the value bits alone, as ml_dtypes keeps them
+            z = self.tmp()
+            self.line(f"{z} = and i8 {val}, {(1 << te.INT_BITS[s.buf.dtype]) - 1}")
+            val = z
         if s.buf.dtype == "bool":
             z = self.tmp()
             self.line(f"{z} = zext i1 {val} to i8")
@@ -386,6 +395,10 @@ class _FunctionEmitter:
                 return b
             if e.buf.dtype in te.HALF_DTYPES:
                 return self._half_value(v, e.buf.dtype)
+            if e.buf.dtype in te.NARROW_FLOAT_DTYPES:
+                return self._narrow("decode", e.buf.dtype, v)
+            if e.buf.dtype in te.NARROW_INT_DTYPES:
+                return self._wrapped(v, e.buf.dtype)
             return v
         if isinstance(e, te.Binary):
             return self.binary(e)
@@ -630,7 +643,11 @@ class _FunctionEmitter:
                     a, "fpext" if dt_ == "double" else "fptrunc", st, dt_)
             else:
                 v = self._convert(a, "uitofp" if src in UNSIGNED else "sitofp", st, dt_)
+            if dst in te.NARROW_FLOAT_DTYPES:
+                return self._narrow("decode", dst, self._narrow("cast", dst, v))
             return self._half_value(self._half_bits(v, dst), dst) if dst in te.HALF_DTYPES else v
+        if dst in te.NARROW_INT_DTYPES:
+            return self._wrapped(self._to_narrow_int(a, src), dst)
         if fsrc:
             if dst == "uint64":
                 return self._convert(a, "fptoui", st, dt_)
@@ -642,6 +659,47 @@ class _FunctionEmitter:
         if SIZE[dst] < SIZE[src]:
             return self._convert(a, "trunc", st, dt_)
         return a
+
+    def _to_narrow_int(self, a: str, src: str) -> str:
+        """A value as an i8 whose low bits a 4- or 2-bit integer keeps (_wrapped then extends
+        them). From a float, onnxruntime rounds half away from zero (std::round, not C's
+        truncation) and keeps the low bits (ONNX's reference truncates); from an integer,
+        the low bits."""
+        st = LLTYPE[src]
+        if src in te.FLOAT_DTYPES:
+            wide = "i64" if st == "double" else "i32"
+            a = self._convert(self._intrinsic("round", st, [a]), "fptosi", st, wide)
+            return self._convert(a, "trunc", wide, "i8")
+        if st == "i1":
+            return self._convert(a, "zext", st, "i8")
+        return a if st == "i8" else self._convert(a, "trunc", st, "i8")
+
+    def _wrapped(self, v: str, dtype: str) -> str:
+        """An i8 reduced to `dtype`'s bits: sign-extended from them, or zero-extended."""
+        bits = te.INT_BITS[dtype]
+        r = self.tmp()
+        if dtype in UNSIGNED:
+            self.line(f"{r} = and i8 {v}, {(1 << bits) - 1}")
+            return r
+        up = self.tmp()
+        self.line(f"{up} = shl i8 {v}, {8 - bits}")
+        self.line(f"{r} = ashr i8 {up}, {8 - bits}")
+        return r
+
+    def _narrow(self, op: str, dtype: str, v: str) -> str:
+        """narrow_ir's `op` ("decode", "cast", "store") for an 8- or 4-bit float."""
+        name = narrow_ir.function_name(op, dtype)
+        if name not in self.mod.routines:
+            self.mod.routines[name] = narrow_ir.function_ir(name)
+        return self._call("float" if op == "decode" else "i8", name,
+                          [("i8" if op == "decode" else "float", v)])
+
+    def _memory_bits(self, v: str, dtype: str, cast: bool = False) -> str:
+        """A float register value as `dtype`'s bits in memory; `cast`: rounded as a Cast to
+        the type (what a stripped cast before the store asked for)."""
+        if dtype in te.NARROW_FLOAT_DTYPES:
+            return self._narrow("cast" if cast else "store", dtype, v)
+        return self._half_bits(v, dtype)
 
     def _half_bits(self, v: str, dtype: str) -> str:
         """A float register value as `dtype`'s bits (MEMTYPE), rounded to nearest even. A

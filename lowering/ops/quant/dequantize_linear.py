@@ -1,7 +1,8 @@
 """DequantizeLinear: `y = (x - x_zero_point) * x_scale`, per tensor, per axis or blocked.
 
-The difference is taken in int32 (exact for every 8- and 16-bit type; for int32 data, whose
-zero point ONNX fixes at 0, as onnxruntime) and converted to float once.
+The difference is taken in int32 (exact for every 2- to 16-bit type; for int32 data, whose
+zero point ONNX fixes at 0, as onnxruntime) and converted to float once; for the 8- and 4-bit
+floats it is taken in float32 (exact: both are values of the type).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from lowering.ops.quant.params import as_float, as_int32, linear_params
 def dequantize_linear(ctx: OpContext) -> list[te.Tensor]:
     x = ctx.input(0)
     p = linear_params(ctx, x.shape, x.dtype)
+    wide = as_float if x.dtype in te.FLOAT_DTYPES else as_int32
 
     def body(*idx: te.Expr) -> te.Expr:
-        d = as_int32(x[idx])
+        d = wide(x[idx])
         zp = p.zero_point_at(idx)
         if zp is not None:
-            d = d - as_int32(zp)
+            d = d - wide(zp)
         return as_float(d) * p.scale_at(idx)
 
     return [te.compute(x.shape, body, name="dequantize")]

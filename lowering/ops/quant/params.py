@@ -17,6 +17,11 @@ from lowering.ops import OpContext
 from lowering.ops.common import axis_of
 
 QUANT_DTYPES = ("int8", "uint8", "int16", "uint16")
+# QuantizeLinear and DequantizeLinear also take the 4- and 2-bit integers and the 8- and 4-bit
+# floats (not E8M0): a float type's value is converted, not rounded to an integer
+FLOAT_QUANT_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                      "float4_e2m1fn")
+LINEAR_DTYPES = (*QUANT_DTYPES, *te.NARROW_INT_DTYPES, *FLOAT_QUANT_DTYPES)
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,7 @@ class LinearParams:
 def linear_params(ctx: OpContext, x_shape: Sequence[int], quantized: str) -> LinearParams:
     """The node's LinearParams for data of `x_shape`; `quantized` is the integer type (the
     zero point's, when there is one)."""
-    check_quant_dtype(ctx, quantized, "the quantized type", (*QUANT_DTYPES, "int32"))
+    check_quant_dtype(ctx, quantized, "the quantized type", (*LINEAR_DTYPES, "int32"))
     zp = ctx.input(2) if ctx.has_input(2) else None
     if zp is not None and zp.dtype != quantized:
         raise ctx.error(f"zero point is {zp.dtype}, the quantized data {quantized}")
