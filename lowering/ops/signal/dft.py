@@ -21,18 +21,25 @@ from lowering.ops import OpContext, register_op
 from lowering.ops.common import axis_of
 
 F64 = "float64"
+# Power-of-two lengths from this one on take Stockham's radix-4/2 passes (about log4 L passes
+# over the data) instead of the direct sum (L terms per output).
+RADIX2_FROM = 8
 
 
-def twiddles(length: int, dtype: str) -> te.Tensor:
-    """A [length, 2] table: cos and sin of 2πm/length, computed in float64, stored as dtype."""
+def twiddles(length: int, sign: float, dtype: str) -> te.Tensor:
+    """A [length, 2, 2] table: entry [m, c, p] is what part p of a complex sample contributes
+    to part c of its product with e^(sign·2πi·m/length) (cos on the diagonal, ∓sign·sin off
+    it), computed in float64 and stored as dtype, so each term of a sum is one load and one
+    multiply-add."""
     step = 2.0 * math.pi / length
 
-    def body(m: te.Var, c: te.Var) -> te.Expr:
+    def body(m: te.Var, c: te.Var, p: te.Var) -> te.Expr:
         angle = te.cast(F64, m) * step
-        value = te.select(te.eq(c, 0), te.unary("cos", angle), te.unary("sin", angle))
-        return te.cast(dtype, value)
+        sin = te.unary("sin", angle) * te.select(te.eq(c, 0), te.Const(-sign, F64),
+                                                 te.Const(sign, F64))
+        return te.cast(dtype, te.select(te.eq(c, p), te.unary("cos", angle), sin))
 
-    return te.compute((length, 2), body, name="dft_twiddle")
+    return te.compute((length, 2, 2), body, name="dft_twiddle")
 
 
 def dft(x: te.Tensor, axis: int, length: int, *, inverse: bool, onesided: bool,
@@ -51,9 +58,11 @@ def dft(x: te.Tensor, axis: int, length: int, *, inverse: bool, onesided: bool,
     used = min(n, length // 2 + 1 if real_out else length)
     if used == 0 or length == 0:
         return te.compute(out_shape, lambda *o: te.Const(0, dtype), name="dft_empty")
-    table = twiddles(length, dtype)
     sign = 1.0 if inverse else -1.0
+    table = twiddles(length, sign, dtype)
     norm = scale / length if inverse else scale
+    if length >= RADIX2_FROM and length & (length - 1) == 0:
+        return _stockham(x, axis, length, used, tuple(out_shape), table, sign, norm, real_out)
 
     def body(*o: te.Var) -> te.Expr:
         k, c = o[axis], o[-1]
@@ -61,21 +70,81 @@ def dft(x: te.Tensor, axis: int, length: int, *, inverse: bool, onesided: bool,
         p = te.reduce_axis(parts, "p")
         idx = list(o)
         idx[axis], idx[-1] = t.var, p.var
-        if real_out:  # output sample k from bin t: Re(X_t e^{+iθ}) = Xr cos - Xi sin
-            m = (t.var * k) % length
+        coef = table[(k * t.var) % length, c, p.var]
+        if real_out:  # output sample k (c = 0) from bin t: Re(X_t e^{+iθ}) = Xr cos - Xi sin
             twice = te.logical_and(te.gt(t.var, 0), te.ne(t.var * 2, length))
-            weight = te.select(twice, te.Const(2 * norm, dtype), te.Const(norm, dtype))
-            coef = te.select(te.eq(p.var, 0), table[m, 0], -table[m, 1]) * weight
-        else:  # (xr + i·xi)(cos + i·sign·sin), the part c of it
-            m = (k * t.var) % length
-            cos, sin = table[m, 0], table[m, 1]
-            off = te.select(te.eq(c, 0), te.Const(-sign, dtype), te.Const(sign, dtype)) * sin
-            coef = te.select(te.eq(c, p.var), cos, off)
-            if norm != 1.0:
-                coef = coef * te.Const(norm, dtype)
+            coef = coef * te.select(twice, te.Const(2 * norm, dtype), te.Const(norm, dtype))
+        elif norm != 1.0:
+            coef = coef * te.Const(norm, dtype)
         return te.reduce_sum(x[tuple(idx)] * coef, [t, p])
 
     return te.compute(out_shape, body, name="dft")
+
+
+def _stockham(x: te.Tensor, axis: int, length: int, used: int, out_shape: tuple[int, ...],
+              table: te.Tensor, sign: float, norm: float, real_out: bool) -> te.Tensor:
+    """The transform for a power-of-two length in passes of Stockham's autosort form (each
+    pass reads the one before, the result comes out in natural order, no bit reversal):
+    radix 4 while the remaining length n allows, a last radix-2 pass when log2 L is odd. A pass
+    of radix r with stride st writes element j = q + st·(r·p + e) as
+    w^(p·e) · Σ_k a_k · ω_r^(e·k), where a_k is element q + st·(p + k·n/r) of the pass before,
+    ω_r = e^(±2πi/r) and w = e^(±2πi/n): the product of the two is one table entry, so each
+    output is an r-term sum like the direct one, 2r multiply-adds (a butterfly would need fewer
+    but its shared partial sums make each element's expression several times larger, which
+    the schedule search pays for at every candidate). Radix 4 halves the passes over the data
+    and the stages. The last pass computes only the output's bins (one-sided) and part (inverse
+    one-sided: the real part of the Hermitian-extended spectrum's transform)."""
+    dtype = x.dtype
+    parts = x.shape[-1]
+    half = length // 2
+    shape = list(x.shape)
+    shape[axis], shape[-1] = length, 2
+    zero = te.Const(0, dtype)
+
+    def read(o: tuple[te.Var, ...], t: te.Expr, c: te.Expr) -> te.Expr:
+        idx = list(o)
+        idx[axis] = te.minimum(t, used - 1)  # clamped: a select may evaluate both sides
+        idx[-1] = te.minimum(c, parts - 1)
+        inside = te.lt(t, used) if parts == 2 else te.logical_and(te.lt(t, used), te.eq(c, 0))
+        return te.select(inside, x[tuple(idx)], zero)
+
+    def signal(*o: te.Var) -> te.Expr:
+        t, c = o[axis], o[-1]
+        if not real_out:
+            return read(o, t, c)
+        # the full spectrum from bins 0..length/2: bin k > length/2 is conj(bin length - k)
+        mirrored = te.gt(t, half)
+        v = read(o, te.select(mirrored, length - t, t), c)
+        return te.select(te.logical_and(mirrored, te.eq(c, 1)), -v, v)
+
+    # materialised: inlined, its selects would be copied into each of the first pass's loads
+    prev = te.compute(shape, signal, name="fft_in")
+    stride, n = 1, length
+    while n > 1:
+        radix = 4 if n % 4 == 0 else 2
+        last = n == radix
+
+        def body(*o: te.Var, prev: te.Tensor = prev, stride: int = stride, n: int = n,
+                 radix: int = radix, last: bool = last) -> te.Expr:
+            j, c = o[axis], o[-1]
+            q, t = j % stride, j // stride
+            p, e = t // radix, t % radix
+            total: te.Expr | None = None
+            for k in range(radix):
+                idx = list(o)
+                idx[axis] = q + (p + k * (n // radix)) * stride
+                # ω_r^(e·k) · w^(p·e) = e^(±2πi·m/L), m = e·(k·L/r + p·st) mod L
+                m = (e * (p * stride + k * (length // radix))) % length
+                for part in (0, 1):
+                    idx[-1] = te.Const(part, "int64")
+                    term = prev[tuple(idx)] * table[m, c, part]
+                    total = term if total is None else total + term
+            assert total is not None
+            return total * te.Const(norm, dtype) if last and norm != 1.0 else total
+
+        prev = te.compute(out_shape if last else shape, body, name=f"fft_radix{radix}")
+        stride, n = stride * radix, n // radix
+    return prev
 
 
 def int_scalar(ctx: OpContext, i: int, what: str) -> int:
