@@ -229,3 +229,60 @@ def test_backend_cases_with_parameters_frozen(name: str) -> None:
     got = run_program(compile_onnx(model), feeds)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+@pytest.mark.parametrize("size,out_type", [(10, None), (1, None), (7, 11), (64, 1), (33, 10)])
+def test_window_functions(op: str, periodic: int, size: int, out_type: int | None) -> None:
+    """ONNX defines the windows as functions, which the frontend expands; with a constant size
+    they fold or compute through existing operators (float32, float64 and float16 outputs)."""
+    attrs = {"periodic": periodic} if out_type is None else {"periodic": periodic,
+                                                            "output_datatype": out_type}
+    model, feeds = node_model(op, [np.array(size, np.int64)], consts=(0,), opset=17, **attrs)
+    got = run_program(compile_onnx(model), feeds)[0]
+    want = ort_outputs(model, feeds)[0]
+    assert got.dtype == want.dtype
+    assert_close(got, want, 1e-3 if want.dtype == np.float16 else 1e-6)
+
+
+def mel_model(mels: int, length: int, rate: int, lower: float, upper: float,
+              consts=(0, 1, 2, 3, 4), **attrs):
+    ins = [np.array(mels, np.int32), np.array(length, np.int32), np.array(rate, np.int32),
+           np.array(lower, np.float32), np.array(upper, np.float32)]
+    return node_model("MelWeightMatrix", ins, consts=consts, opset=17, **attrs)
+
+
+@pytest.mark.parametrize("runtime_edges", [False, True])
+@pytest.mark.parametrize("mels,length,rate,lower,upper", [
+    (8, 16, 8192, 0.0, 4096.0), (40, 512, 16000, 20.0, 8000.0), (128, 1024, 22050, 0.0, 11025.0),
+    (10, 64, 16000, 300.0, 3000.0), (20, 32, 8000, 0.0, 4000.0), (3, 7, 100, 10.0, 40.0)])
+def test_mel_weight_matrix(runtime_edges: bool, mels: int, length: int, rate: int,
+                           lower: float, upper: float) -> None:
+    """Bit for bit with onnxruntime and ONNX's reference, the sample rate and edges constants
+    or computed at run time (then in float64 from log and exp, which lands on the same bins
+    here)."""
+    model, feeds = mel_model(mels, length, rate, lower, upper,
+                             consts=(0, 1) if runtime_edges else (0, 1, 2, 3, 4))
+    got = run_program(compile_onnx(model), feeds)[0]
+    for want in (ort_outputs(model, feeds)[0], reference_outputs(model, feeds)[0]):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("out_type", [11, 10])
+def test_mel_weight_matrix_output_types(out_type: int) -> None:
+    model, feeds = mel_model(16, 256, 16000, 0.0, 8000.0, output_datatype=out_type)
+    got = run_program(compile_onnx(model), feeds)[0]
+    want = reference_outputs(model, feeds)[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
+
+
+def test_mel_weight_matrix_runtime_bins_is_refused() -> None:
+    model, _ = mel_model(8, 16, 8192, 0.0, 4096.0, consts=(1, 2, 3, 4))
+    out = model.graph.output[0].type.tensor_type  # onnx cannot infer it: declare it
+    out.elem_type = onnx.TensorProto.FLOAT
+    for d in (9, 8):
+        out.shape.dim.add().dim_value = d
+    with pytest.raises(AotcError, match="num_mel_bins must be a constant"):
+        compile_onnx(model)
