@@ -27,11 +27,12 @@ ORT_RUNTIME_FILES = ("aotc_ort_abi.h", "aotc_ort.c", "aotc_ort_demo.c")
 STRICT_CFLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror")
 DEFAULT_CFLAGS = ("-O2",)
 DEMO = "ort_demo"
-# onnxruntime's ONNXTensorElementDataType numbers (those of ONNX's TensorProto.DataType)
+# onnxruntime's ONNXTensorElementDataType numbers (those of ONNX's TensorProto.DataType, but
+# for FLOAT8E8M0: 26 in onnxruntime, 24 in ONNX; see runtime_c/aotc_ort_abi.h)
 ORT_ELEMENT_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "uint16": 4, "int16": 5, "int32": 6,
                      "int64": 7, "bool": 9, "float16": 10, "float64": 11, "uint32": 12,
                      "uint64": 13, "bfloat16": 16, "float8_e4m3fn": 17, "float8_e4m3fnuz": 18,
-                     "float8_e5m2": 19, "float8_e5m2fnuz": 20, "float8_e8m0fnu": 24}
+                     "float8_e5m2": 19, "float8_e5m2fnuz": 20, "float8_e8m0fnu": 26}
 
 
 class IslandBuild(NamedTuple):
