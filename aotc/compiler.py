@@ -280,7 +280,8 @@ class _Compiler:
                 assert src is not None
                 have = (value_dtype(src, self.file, node.name),
                         math.prod(value_shape(src, self.file, node.name)))
-                if have != (dtype, math.prod(shape)):
+                # the same bytes: BitCast views them as another type of the same width
+                if have[1] * _itemsize(have[0]) != math.prod(shape) * _itemsize(dtype):
                     # a view keeps the bytes: a declared shape that disagrees (taken on trust
                     # where inference could not check it) would read past the input
                     raise ctx.error(f"output '{out.name}' is {dtype}{list(shape)}, a view of "

@@ -88,8 +88,9 @@ def register_op(*names: str) -> Callable[[OpDef], OpDef]:
 
 
 # Operators that compute on float16/bfloat16 values themselves (te's casts round, a constant
-# is stored as the type); run_op shows every other operator such values as float32.
-NATIVE_HALF_OPS = frozenset({"Cast", "CastLike", "ConstantOfShape"})
+# is stored as the type; BitCast views their bytes); run_op shows every other operator such
+# values as float32.
+NATIVE_HALF_OPS = frozenset({"Cast", "CastLike", "ConstantOfShape", "BitCast"})
 
 
 def run_op(ctx: OpContext) -> list[te.Tensor | Alias]:

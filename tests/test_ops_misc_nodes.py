@@ -1,0 +1,91 @@
+"""Operators of issue 17 part 3 that belong to no larger family: BitCast, Det, MaxPool's
+Indices and MaxUnpool, TensorScatter, BatchNormalization in training mode, Compress,
+DeformConv, CenterCropPad, AffineGrid. Against onnxruntime; where it has no kernel, against
+ONNX's reference (each test says so)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from program_runner import (  # noqa: E402
+    assert_close,
+    compile_onnx,
+    node_model,
+    ort_outputs,
+    run_program,
+)
+
+from aotc.errors import AotcError  # noqa: E402
+
+RNG = np.random.default_rng(31)
+
+
+def reference_outputs(model: onnx.ModelProto, feeds: list[np.ndarray]) -> list[np.ndarray]:
+    names = [i.name for i in model.graph.input]
+    return ReferenceEvaluator(model).run(None, dict(zip(names, feeds, strict=True)))
+
+
+def check(model: onnx.ModelProto, feeds: list[np.ndarray], tol: float = 1e-5,
+          reference: bool = False) -> list[np.ndarray]:
+    got = run_program(compile_onnx(model), feeds)
+    want = reference_outputs(model, feeds) if reference else ort_outputs(model, feeds)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+        assert_close(g, w, tol)
+    return got
+
+
+# -- BitCast ---------------------------------------------------------------------------------
+
+BITCASTS = [(np.float32, np.int32), (np.int32, np.float32), (np.float64, np.int64),
+            (np.int64, np.float64), (np.uint32, np.int32), (np.int8, np.uint8),
+            (np.uint16, np.int16), (np.bool_, np.uint8), (np.float16, np.uint16),
+            (np.uint64, np.float64), (np.int16, np.float16)]
+
+
+@pytest.mark.parametrize("src,dst", BITCASTS)
+def test_bitcast(src, dst) -> None:
+    """Bit for bit numpy's view (onnxruntime 1.32 has no BitCast-26 kernel)."""
+    raw = RNG.integers(0, 256, size=(3, 4, np.dtype(src).itemsize), dtype=np.uint8)
+    x = raw.view(src).reshape(3, 4) if src is not np.bool_ else (raw[..., 0] & 1).astype(bool)
+    to = helper.np_dtype_to_tensor_dtype(np.dtype(dst))
+    model, feeds = node_model("BitCast", [x], opset=26, to=to)
+    got = run_program(compile_onnx(model), feeds)[0]
+    assert got.dtype == dst
+    np.testing.assert_array_equal(got.view(np.uint8), x.view(np.uint8))
+
+
+def test_bitcast_between_computations_and_of_a_constant() -> None:
+    """x + 1 viewed as int32, plus a constant's bits: the view sits between two kernels."""
+    x = RNG.standard_normal((5, 6)).astype(np.float32)
+    w = RNG.standard_normal((5, 6)).astype(np.float32)
+    nodes = [helper.make_node("Add", ["x", "one"], ["a"]),
+             helper.make_node("BitCast", ["a"], ["b"], to=onnx.TensorProto.INT32),
+             helper.make_node("BitCast", ["w"], ["wb"], to=onnx.TensorProto.INT32),
+             helper.make_node("Add", ["b", "wb"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x.shape)],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.INT32, x.shape)],
+        initializer=[onnx.numpy_helper.from_array(np.ones((1,), np.float32), "one"),
+                     onnx.numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26)],
+                              ir_version=10)
+    got = run_program(compile_onnx(model), [x])[0]
+    want = (x + np.float32(1)).view(np.int32) + w.view(np.int32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bitcast_width_change_is_refused() -> None:
+    x = np.zeros((4,), np.float32)
+    model, _ = node_model("BitCast", [x], opset=26, to=onnx.TensorProto.INT32)
+    model.graph.node[0].attribute[0].i = onnx.TensorProto.INT64
+    with pytest.raises(AotcError):
+        compile_onnx(model)
