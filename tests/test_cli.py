@@ -60,15 +60,15 @@ def test_unsupported_operators_all_listed(tmp_path: Path) -> None:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 3])
     nodes = [
-        helper.make_node("Det", ["x"], ["d"], name="det_node"),
+        helper.make_node("RandomUniformLike", ["x"], ["d"], name="uniform_node"),
         helper.make_node("Relu", ["x"], ["r"], name="relu_node"),
         helper.make_node("RandomNormalLike", ["r"], ["y"], name="random_node"),
     ]
-    g = helper.make_graph(nodes, "g", [x], [y, helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
+    g = helper.make_graph(nodes, "g", [x], [y, helper.make_tensor_value_info("d", TensorProto.FLOAT, [3, 3])])
     path = _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]),
                  tmp_path / "unsup.onnx")
     out = tmp_path / "bundle"
-    _user_error(aotc("optimize", path, "-o", out), "det_node", "Det", "random_node",
+    _user_error(aotc("optimize", path, "-o", out), "uniform_node", "RandomUniformLike", "random_node",
                 "RandomNormalLike")
     assert not out.exists()
 

@@ -89,3 +89,38 @@ def test_bitcast_width_change_is_refused() -> None:
     model.graph.node[0].attribute[0].i = onnx.TensorProto.INT64
     with pytest.raises(AotcError):
         compile_onnx(model)
+
+
+# -- Det -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 3), (4, 4), (7, 7), (5, 3, 3), (2, 3, 2, 2),
+                                   (6, 12, 12)])
+def test_det(dtype, shape: tuple[int, ...]) -> None:
+    """float64 against ONNX's reference (numpy's LU): onnxruntime has only a float32 kernel."""
+    x = RNG.standard_normal(shape).astype(dtype)
+    wide = dtype == np.float64
+    check(node_model("Det", [x])[0], [x], 1e-12 if wide else 1e-5, reference=wide)
+
+
+def test_det_special_matrices() -> None:
+    """Singular (repeated row, zero column), permutations (swaps flip the sign), a zero leading
+    element (needs the pivot), diagonal, ill-conditioned."""
+    mats = np.stack([
+        [[1, 2, 3], [2, 4, 6], [0, 1, 5]],
+        [[0, 2, 3], [0, 4, 6], [0, 1, 5]],
+        [[0, 1, 0], [0, 0, 1], [1, 0, 0]],
+        [[0, 1, 0], [1, 0, 0], [0, 0, 1]],
+        [[0, 2, 1], [3, 1, 4], [1, 5, 9]],
+        [[2, 0, 0], [0, -3, 0], [0, 0, 0.5]],
+        [[1, 1, 1], [1, 1 + 1e-4, 1], [1, 1, 1 + 1e-4]],
+    ]).astype(np.float32)
+    check(node_model("Det", [mats])[0], [mats], 1e-5)
+
+
+def test_det_nan_column() -> None:
+    x = RNG.standard_normal((2, 4, 4)).astype(np.float32)
+    x[0, :, 1] = np.nan
+    got = run_program(compile_onnx(node_model("Det", [x])[0]), [x])[0]
+    assert np.isnan(got[0])
+    np.testing.assert_allclose(got[1], np.linalg.det(x[1].astype(np.float64)), rtol=1e-5)
