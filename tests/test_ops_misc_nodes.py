@@ -124,3 +124,34 @@ def test_det_nan_column() -> None:
     got = run_program(compile_onnx(node_model("Det", [x])[0]), [x])[0]
     assert np.isnan(got[0])
     np.testing.assert_allclose(got[1], np.linalg.det(x[1].astype(np.float64)), rtol=1e-5)
+
+
+# -- MaxPool's Indices -------------------------------------------------------------------------
+
+POOLS = [
+    ((1, 2, 9), dict(kernel_shape=[3])),
+    ((1, 2, 9), dict(kernel_shape=[3], strides=[2], pads=[1, 1])),
+    ((2, 3, 7, 8), dict(kernel_shape=[3, 3])),
+    ((2, 3, 7, 8), dict(kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 1, 1])),
+    ((1, 2, 7, 8), dict(kernel_shape=[2, 2], dilations=[2, 2])),
+    ((1, 2, 7, 8), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 2, 7, 8), dict(kernel_shape=[3, 3], auto_pad="SAME_UPPER")),
+    ((1, 2, 5, 6, 7), dict(kernel_shape=[2, 3, 2], strides=[1, 2, 2], pads=[1, 1, 0, 0, 1, 1])),
+]
+
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("shape,attrs", POOLS)
+def test_maxpool_indices(shape: tuple[int, ...], attrs: dict, order: int) -> None:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    model, feeds = node_model("MaxPool", [x], outputs=(True, True), storage_order=order, **attrs)
+    check(model, feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int8, np.uint8])
+def test_maxpool_indices_ties_and_types(dtype) -> None:
+    """Few distinct values: windows hold ties, the first in row-major order wins."""
+    x = RNG.integers(0, 3, size=(2, 2, 6, 7)).astype(dtype)
+    model, feeds = node_model("MaxPool", [x], outputs=(True, True), kernel_shape=[3, 3],
+                              strides=[1, 2], pads=[1, 1, 1, 1])
+    check(model, feeds)

@@ -164,9 +164,8 @@ def test_max_pool_dtypes(dtype):
              strides=[2, 2], pads=[1, 1, 1, 1])
 
 
-def test_max_pool_rejects_indices():
-    with pytest.raises(AotcError, match="Indices"):
-        check_op("MaxPool", {"x": rand(1, 1, 4, 4)}, n_out=2, kernel_shape=[2, 2])
+def test_max_pool_indices():  # the forms are tested in test_ops_misc_nodes.py
+    check_op("MaxPool", {"x": rand(1, 1, 4, 4)}, n_out=2, kernel_shape=[2, 2])
 
 
 @pytest.mark.parametrize("include_pad", [0, 1])

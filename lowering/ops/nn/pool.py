@@ -51,16 +51,68 @@ def _window_sum(
 
 @register_op("MaxPool")
 def max_pool(ctx: OpContext) -> list[te.Tensor]:
-    if len(ctx.out_shapes) > 1:
-        raise ctx.error("the Indices output of MaxPool is not supported",
-                        hint="drop the second output if the model does not use it")
-    if int(ctx.attr("storage_order", 0)) not in (0, 1):
+    order = int(ctx.attr("storage_order", 0))
+    if order not in (0, 1):
         raise ctx.error("storage_order must be 0 or 1")
     dtype = ctx.input(0).dtype
     if dtype == "bool":
         raise ctx.error("MaxPool of bool tensors is not supported")
-    _, out, _ = _window_sum(ctx, "max", te.reduce_identity("max", dtype), "max_pool")
-    return [out]
+    x, out, win = _window_sum(ctx, "max", te.reduce_identity("max", dtype), "max_pool")
+    if len(ctx.out_shapes) < 2:
+        return [out]
+    return [out, max_pool_indices(x, out, win, column_major=order == 1)]
+
+
+def max_pool_indices(x: te.Tensor, peak: te.Tensor, win: Window,
+                     column_major: bool) -> te.Tensor:
+    """MaxPool's Indices: per output, where in x (flattened, pads not counted) its maximum
+    is, the first in the window's row-major order as onnxruntime's scan keeps it (a later
+    equal value does not replace it); spatial axes flattened column-major for storage_order
+    1. A window of NaNs alone (no element equals the maximum) gives its first element."""
+    spatial = x.shape[2:]
+    total = 1
+    for k in win.kernel:
+        total *= k
+    red = [te.reduce_axis(k, "r") for k in win.kernel]
+
+    def linear(rs: Sequence[te.Expr]) -> te.Expr:  # row-major offset in the kernel
+        out: te.Expr = te.Const(0, "int64")
+        for r, k in zip(rs, win.kernel, strict=True):
+            out = out * k + r
+        return out
+
+    def positions(o: Sequence[te.Expr], rs: Sequence[te.Expr]) -> list[te.Expr]:
+        return [p - b for p, b in zip(window_index(o, rs, win), win.begin, strict=True)]
+
+    def first(n: te.Var, c: te.Var, *o: te.Var) -> te.Expr:
+        pos = positions(o, [r.var for r in red])
+        inside = te.all_of([te.logical_and(te.ge(p, 0), te.lt(p, size))
+                            for p, size in zip(pos, spatial, strict=True)])
+        clamped = [te.minimum(te.maximum(p, 0), size - 1) for p, size in zip(pos, spatial,
+                                                                             strict=True)]
+        hit = te.logical_and(inside, te.eq(x[(n, c, *clamped)], peak[(n, c, *o)]))
+        any_inside = te.select(inside, linear([r.var for r in red]) + total, total * 2)
+        return te.reduce("min", te.select(hit, linear([r.var for r in red]), any_inside), red,
+                         init=te.Const(2 * total, "int64"))
+
+    found = te.compute(peak.shape, first, name="max_pool_first")
+
+    def index(n: te.Var, c: te.Var, *o: te.Var) -> te.Expr:
+        lin = found[(n, c, *o)]
+        lin = te.select(te.ge(lin, total), lin - total, lin)  # no hit: the first inside
+        rs: list[te.Expr] = []
+        rest = 1
+        for k in reversed(win.kernel):
+            rs.insert(0, (lin // rest) % k)
+            rest *= k
+        pos = positions(o, rs)
+        dims = list(zip(pos, spatial, strict=True))
+        flat: te.Expr = n * x.shape[1] + c
+        for p, size in reversed(dims) if column_major else dims:
+            flat = flat * size + p
+        return flat
+
+    return te.compute(peak.shape, index, name="max_pool_indices")
 
 
 def _inside_count(
