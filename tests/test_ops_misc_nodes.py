@@ -5,6 +5,7 @@ ONNX's reference (each test says so)."""
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import sys
 
@@ -15,6 +16,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from backend_cases import backend_cases, frozen  # noqa: E402
 from program_runner import (  # noqa: E402
     assert_close,
     compile_onnx,
@@ -155,3 +157,89 @@ def test_maxpool_indices_ties_and_types(dtype) -> None:
     model, feeds = node_model("MaxPool", [x], outputs=(True, True), kernel_shape=[3, 3],
                               strides=[1, 2], pads=[1, 1, 1, 1])
     check(model, feeds)
+
+
+# -- MaxUnpool -------------------------------------------------------------------------------
+
+def pool_unpool_model(shape: tuple[int, ...], pool: dict, unpool: dict,
+                      output_shape: list[int] | None = None, dtype=np.float32):
+    """MaxPool's values and indices fed to MaxUnpool, as a model does to undo a pooling."""
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    inits, ins = [], ["v", "i"]
+    if output_shape is not None:
+        inits.append(onnx.numpy_helper.from_array(np.array(output_shape, np.int64), "shape"))
+        ins.append("shape")
+    nodes = [helper.make_node("MaxPool", ["x"], ["v", "i"], **pool),
+             helper.make_node("MaxUnpool", ins, ["y"], **unpool)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", elem, shape)],
+                              [helper.make_tensor_value_info("y", elem, output_shape)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)],
+                              ir_version=10)
+    return onnx.shape_inference.infer_shapes(model)
+
+
+@pytest.mark.parametrize("shape,attrs,output_shape", [
+    ((1, 2, 8), dict(kernel_shape=[2], strides=[2]), None),
+    ((2, 3, 6, 8), dict(kernel_shape=[2, 2], strides=[2, 2]), None),
+    ((1, 2, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]), None),
+    ((1, 2, 4, 6, 6), dict(kernel_shape=[2, 2, 2], strides=[2, 2, 2]), None),
+])
+def test_max_unpool_after_max_pool(shape, attrs, output_shape) -> None:
+    x = RNG.standard_normal(shape).astype(np.float32)
+    check(pool_unpool_model(shape, attrs, attrs, output_shape), [x])
+
+
+@pytest.mark.parametrize("output_shape", [[2, 3, 7, 9], [2, 3, 6, 10]])
+def test_max_unpool_larger_output_shape(output_shape: list[int]) -> None:
+    """The unpooled tensor padded with zeros at the end, as ONNX's reference and node test
+    (onnxruntime writes the flat indices into the larger layout and fails that test)."""
+    x = RNG.standard_normal((2, 3, 6, 8)).astype(np.float32)
+    attrs = dict(kernel_shape=[2, 2], strides=[2, 2])
+    check(pool_unpool_model(x.shape, attrs, attrs, output_shape), [x], reference=True)
+
+
+def test_max_unpool_overlapping_windows_last_write_wins() -> None:
+    """Stride 1 windows share their maxima: several elements name one position (all with the
+    same value, as onnxruntime's last write leaves it)."""
+    x = RNG.integers(0, 4, size=(1, 2, 6, 6)).astype(np.float32)
+    attrs = dict(kernel_shape=[3, 3], strides=[1, 1])
+    check(pool_unpool_model(x.shape, attrs, attrs, [1, 2, 6, 6]), [x])
+
+
+def test_max_unpool_float64() -> None:
+    """Against ONNX's reference: onnxruntime has only a float32 kernel."""
+    x = RNG.standard_normal((2, 2, 3, 3))
+    idx = (np.arange(36).reshape(4, 9) // 9 * 36 + np.array([0, 2, 5, 7, 8, 12, 17, 20, 35])
+           ).reshape(x.shape)  # one distinct position per element in its own 6x6 plane
+    model, feeds = node_model("MaxUnpool", [x, idx], opset=22, kernel_shape=[2, 2],
+                              strides=[2, 2])
+    check(model, feeds, 1e-12, reference=True)
+
+
+def test_max_unpool_given_indices() -> None:
+    """Indices given directly, two of them the same position (the later element wins)."""
+    x = RNG.standard_normal((1, 1, 2, 2)).astype(np.float32)
+    idx = np.array([[[[5, 7], [13, 5]]]], np.int64)
+    model, feeds = node_model("MaxUnpool", [x, idx], opset=22, kernel_shape=[2, 2],
+                              strides=[2, 2])
+    check(model, feeds)
+
+
+# -- backend cases whose shape parameters are graph inputs, frozen to constants ---------------
+
+FROZEN = {"test_maxunpool_export_with_output_shape": [2]}
+
+
+@functools.cache
+def _cases() -> dict:
+    return {c.name: c for c in backend_cases("test_") if c.name in FROZEN}
+
+
+@pytest.mark.parametrize("name", sorted(FROZEN))
+def test_backend_cases_with_parameters_frozen(name: str) -> None:
+    case = _cases()[name]
+    model, feeds, want = frozen(case, FROZEN[name])
+    got = run_program(compile_onnx(model), feeds)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
