@@ -243,3 +243,36 @@ def test_backend_cases_with_parameters_frozen(name: str) -> None:
     got = run_program(compile_onnx(model), feeds)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=case.rtol, atol=case.atol)
+
+
+# -- TensorScatter ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["linear", "circular"])
+@pytest.mark.parametrize("shape,update_len,axis,starts", [
+    ((2, 3, 8, 4), 1, -2, [0, 7]),
+    ((2, 3, 8, 4), 3, 2, [2, 5]),
+    ((3, 6, 5), 2, 1, [1, 4, 0]),
+    ((2, 4, 6, 5), 2, 1, [3, 2]),
+    ((2, 3, 8, 4), 8, -2, [0, 0]),
+])
+def test_tensor_scatter(mode: str, shape, update_len: int, axis: int, starts) -> None:
+    """Starts near the end wrap around in circular mode (linear starts keep the update
+    inside)."""
+    past = RNG.standard_normal(shape).astype(np.float32)
+    ushape = list(shape)
+    ushape[axis] = update_len
+    update = RNG.standard_normal(ushape).astype(np.float32)
+    length = shape[axis]
+    if mode == "linear":
+        starts = [min(s, length - update_len) for s in starts]
+    idx = np.array(starts, np.int64)
+    model, feeds = node_model("TensorScatter", [past, update, idx], opset=24, mode=mode,
+                              axis=axis)
+    check(model, feeds, 0)
+
+
+def test_tensor_scatter_without_indices_and_int_cache() -> None:
+    past = RNG.integers(-9, 9, size=(2, 5, 3)).astype(np.int32)
+    update = RNG.integers(-9, 9, size=(2, 2, 3)).astype(np.int32)
+    model, feeds = node_model("TensorScatter", [past, update], opset=24, axis=1)
+    check(model, feeds)
