@@ -276,3 +276,27 @@ def test_tensor_scatter_without_indices_and_int_cache() -> None:
     update = RNG.integers(-9, 9, size=(2, 2, 3)).astype(np.int32)
     model, feeds = node_model("TensorScatter", [past, update], opset=24, axis=1)
     check(model, feeds)
+
+
+# -- BatchNormalization in training mode ------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (4, 6), (3, 2, 7), (1, 4, 2, 3, 2)])
+def test_batchnorm_training(dtype, shape: tuple[int, ...]) -> None:
+    c = shape[1]
+    x = (RNG.standard_normal(shape) * 3 + 1).astype(dtype)
+    params = [RNG.standard_normal(c).astype(dtype), RNG.standard_normal(c).astype(dtype),
+              RNG.standard_normal(c).astype(dtype), RNG.uniform(0.5, 2, c).astype(dtype)]
+    model, feeds = node_model("BatchNormalization", [x, *params], consts=(1, 2, 3, 4),
+                              outputs=(True,) * 3, opset=15, training_mode=1,
+                              momentum=0.8, epsilon=1e-3)
+    check(model, feeds, 1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_batchnorm_training_runtime_statistics() -> None:
+    x = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+    params = [RNG.standard_normal(4).astype(np.float32) for _ in range(3)]
+    params.append(RNG.uniform(0.5, 2, 4).astype(np.float32))
+    model, feeds = node_model("BatchNormalization", [x, *params], outputs=(True,) * 3,
+                              opset=15, training_mode=1)
+    check(model, feeds)
