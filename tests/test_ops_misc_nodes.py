@@ -300,3 +300,30 @@ def test_batchnorm_training_runtime_statistics() -> None:
     model, feeds = node_model("BatchNormalization", [x, *params], outputs=(True,) * 3,
                               opset=15, training_mode=1)
     check(model, feeds)
+
+
+# -- Compress --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape,axis,cond", [
+    ((3, 2), 0, [False, True, True]),
+    ((3, 2), 1, [False, True]),
+    ((3, 2), None, [False, True, False, False, True]),
+    ((3, 2), -1, [True]),
+    ((4, 5, 6), 1, [True, False, True, True, False]),
+    ((4, 5, 6), 2, [False, False, True]),
+    ((4, 5, 6), None, [i % 7 == 3 for i in range(120)]),
+    ((4, 5), 0, [False, False, False, False]),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.float16])
+def test_compress_constant_condition(shape, axis, cond, dtype) -> None:
+    x = (RNG.standard_normal(shape) * 10).astype(dtype)
+    attrs = {} if axis is None else {"axis": axis}
+    model, feeds = node_model("Compress", [x, np.array(cond)], consts=(1,), **attrs)
+    check(model, feeds, 0)
+
+
+def test_compress_runtime_condition_is_refused() -> None:
+    x = RNG.standard_normal((3, 2)).astype(np.float32)
+    model, _ = node_model("Compress", [x, np.array([True, False, True])], axis=0)
+    with pytest.raises(AotcError, match="depends on the input data"):
+        compile_onnx(model)

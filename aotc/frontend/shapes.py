@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import onnx
 import onnx_ir as ir
 
@@ -100,6 +101,7 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
             if value.type is None and other.type is not None:
                 value.type = other.type
     _loop_carried_shapes(model)
+    _compress_shapes(model)
 
 
 def _loop_carried_shapes(model: ir.Model) -> None:
@@ -120,6 +122,29 @@ def _loop_carried_shapes(model: ir.Model) -> None:
                         and start.dtype == back.dtype:
                     out.shape = ir.Shape(dims)
                     out.dtype = start.dtype
+
+
+def _compress_shapes(model: ir.Model) -> None:
+    """Compress with a constant condition keeps as many slices as the condition has true
+    values (onnx's inference leaves that axis unknown, as a condition may be data)."""
+    for graph in irutil.all_graphs(model.graph):
+        for node in graph:
+            if node.op_type != "Compress" or node.domain != "" or len(node.inputs) < 2:
+                continue
+            x, cond, out = node.inputs[0], node.inputs[1], node.outputs[0]
+            dims = irutil.static_dims(x.shape) if x is not None else None
+            if dims is None or cond is None or cond.const_value is None or \
+                    irutil.static_dims(out.shape) is not None:
+                continue
+            kept = int(np.count_nonzero(cond.const_value.numpy()))
+            attr = node.attributes.get("axis")
+            axis = None if attr is None else attr.as_int()
+            if axis is None:
+                out.shape = ir.Shape([kept])
+            elif -len(dims) <= axis < len(dims):
+                shape = list(dims)
+                shape[axis] = kept
+                out.shape = ir.Shape(shape)
 
 
 def forget_negative_dims(model: ir.Model) -> None:
