@@ -327,3 +327,37 @@ def test_compress_runtime_condition_is_refused() -> None:
     model, _ = node_model("Compress", [x, np.array([True, False, True])], axis=0)
     with pytest.raises(AotcError, match="depends on the input data"):
         compile_onnx(model)
+
+
+# -- CenterCropPad and AffineGrid with constant shapes ----------------------------------------
+
+@pytest.mark.parametrize("shape,target,axes", [
+    ((20, 8, 3), [10, 10, 3], None), ((10, 7, 3), [20, 10, 3], None),
+    ((20, 8, 3), [10, 9], [0, 1]), ((3, 20, 8), [10, 9], [1, 2]), ((20, 8, 3), [10, 9], [-3, -2]),
+    ((5, 6), [5, 6], None)])
+def test_center_crop_pad_constant_shape(shape, target, axes) -> None:
+    """CenterCropPad compiles through its ONNX function body once the shape is a constant."""
+    x = RNG.standard_normal(shape).astype(np.float32)
+    attrs = {} if axes is None else {"axes": axes}
+    model, feeds = node_model("CenterCropPad", [x, np.array(target, np.int64)], consts=(1,),
+                              opset=18, **attrs)
+    check(model, feeds, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("align", [0, 1])
+@pytest.mark.parametrize("size", [[2, 3, 5, 6], [1, 1, 1, 4], [2, 3, 4, 5, 6], [1, 2, 1, 3, 1]])
+def test_affine_grid(dtype, align: int, size: list[int]) -> None:
+    """A one-pixel axis with align_corners sits at -1 as in ONNX's reference and PyTorch
+    (onnxruntime puts it at +1): those cases are checked against the reference, which
+    computes in float32 whatever the type."""
+    dims = len(size) - 2
+    theta = RNG.standard_normal((size[0], dims, dims + 1)).astype(dtype)
+    model, feeds = node_model("AffineGrid", [theta, np.array(size, np.int64)], consts=(1,),
+                              opset=20, align_corners=align)
+    if align and 1 in size[2:]:
+        got = run_program(compile_onnx(model), feeds)[0]
+        assert got.dtype == dtype
+        assert_close(got, reference_outputs(model, feeds)[0], 1e-6)
+    else:
+        check(model, feeds, 1e-6 if dtype == np.float32 else 1e-12)
