@@ -361,3 +361,48 @@ def test_affine_grid(dtype, align: int, size: list[int]) -> None:
         assert_close(got, reference_outputs(model, feeds)[0], 1e-6)
     else:
         check(model, feeds, 1e-6 if dtype == np.float32 else 1e-12)
+
+
+# -- DeformConv ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("with_mask,with_bias", [(False, False), (True, True)])
+@pytest.mark.parametrize("cfg", [
+    dict(n=1, c=2, oc=3, hw=(5, 6), k=(3, 3)),
+    dict(n=2, c=4, oc=4, hw=(7, 6), k=(3, 2), group=2, strides=[2, 1], pads=[1, 0, 1, 1]),
+    dict(n=1, c=4, oc=2, hw=(6, 6), k=(2, 2), offset_group=2, dilations=[2, 2]),
+    dict(n=1, c=6, oc=6, hw=(5, 5), k=(3, 3), group=3, offset_group=3, pads=[1, 1, 1, 1]),
+])
+def test_deform_conv(cfg: dict, with_mask: bool, with_bias: bool, dtype) -> None:
+    """Offsets up to ±3 pixels, so taps reach outside the image (zeros) and between pixels.
+    float64 against ONNX's reference (onnxruntime has only a float32 kernel), to 1e-5: the
+    reference's GridSample holds sampling coordinates in float32."""
+    n, c, oc, (h, w), (kh, kw) = cfg["n"], cfg["c"], cfg["oc"], cfg["hw"], cfg["k"]
+    group, og = cfg.get("group", 1), cfg.get("offset_group", 1)
+    strides, pads = cfg.get("strides", [1, 1]), cfg.get("pads", [0, 0, 0, 0])
+    dil = cfg.get("dilations", [1, 1])
+    oh = (h + pads[0] + pads[2] - (kh - 1) * dil[0] - 1) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - (kw - 1) * dil[1] - 1) // strides[1] + 1
+    x = RNG.standard_normal((n, c, h, w)).astype(dtype)
+    weights = RNG.standard_normal((oc, c // group, kh, kw)).astype(dtype)
+    offset = RNG.uniform(-3, 3, (n, og * 2 * kh * kw, oh, ow)).astype(dtype)
+    bias = RNG.standard_normal(oc).astype(dtype) if with_bias else None
+    mask = RNG.uniform(0, 1, (n, og * kh * kw, oh, ow)).astype(dtype) if with_mask else None
+    attrs = {k: v for k, v in cfg.items() if k in ("group", "offset_group", "strides", "pads",
+                                                  "dilations")}
+    model, feeds = node_model("DeformConv", [x, weights, offset, bias, mask], consts=(1, 3),
+                              opset=22, kernel_shape=[kh, kw], **attrs)
+    wide = dtype == np.float64
+    check(model, feeds, 1e-5, reference=wide)
+
+
+def test_deform_conv_integer_offsets_equal_shifted_conv() -> None:
+    """Zero offsets: the plain convolution (against onnxruntime's Conv)."""
+    x = RNG.standard_normal((1, 3, 6, 7)).astype(np.float32)
+    weights = RNG.standard_normal((2, 3, 3, 3)).astype(np.float32)
+    offset = np.zeros((1, 18, 4, 5), np.float32)
+    model, feeds = node_model("DeformConv", [x, weights, offset], consts=(1,), opset=22,
+                              kernel_shape=[3, 3])
+    got = run_program(compile_onnx(model), feeds)[0]
+    conv, conv_feeds = node_model("Conv", [x, weights], consts=(1,), kernel_shape=[3, 3])
+    assert_close(got, ort_outputs(conv, conv_feeds)[0], 1e-5)
