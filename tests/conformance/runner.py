@@ -248,6 +248,25 @@ def _run_c(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, 
 RUNNERS: dict[str, Callable] = {"inprocess": _run_inprocess, "c": _run_c}
 
 
+# Cases whose expected outputs carry the reference's float32 rounding noise where the exact
+# value is 0, beyond the case's absolute tolerance (onnxruntime fails them too): their
+# absolute tolerance becomes a few units of float32 precision of the largest expected output.
+REFERENCE_NOISE = {
+    "test_dft_inverse_opset19": "numpy's float32 inverse FFT leaves 1.9e-7 of a signal of "
+                                "magnitude 54 where the exact value is 0",
+}
+NOISE_UNITS = 4
+
+
+def case_atol(case, want: list) -> float:
+    """The case's absolute tolerance (REFERENCE_NOISE cases: scaled to their outputs)."""
+    if case.name not in REFERENCE_NOISE:
+        return case.atol
+    largest = max((float(np.abs(np.asarray(w, dtype=np.float64)).max()) for w in want
+                   if isinstance(w, np.ndarray) and w.size), default=0.0)
+    return max(case.atol, NOISE_UNITS * float(np.finfo(np.float32).eps) * largest)
+
+
 def run_case(case, path: str = "inprocess") -> Result:
     """One case through one path, classified (in this process, without a time limit)."""
     from aotc.errors import AotcError
@@ -260,7 +279,7 @@ def run_case(case, path: str = "inprocess") -> Result:
         if problem:
             outcome, reason = "wrong", problem
         else:
-            reason = compare(got, want, case.rtol, case.atol)
+            reason = compare(got, want, case.rtol, case_atol(case, want))
             outcome = "wrong" if reason else "pass"
     except AotcError as e:
         outcome, reason = "refused", (e.message.strip().splitlines() or [""])[0].rstrip(":")
