@@ -228,7 +228,23 @@ def test_max_unpool_given_indices() -> None:
 
 # -- backend cases whose shape parameters are graph inputs, frozen to constants ---------------
 
-FROZEN = {"test_maxunpool_export_with_output_shape": [2]}
+FROZEN = {
+    "test_maxunpool_export_with_output_shape": [2],
+    # Resize's filtered modes (the operator's own tests are in test_ops_nn.py)
+    "test_resize_upsample_scales_cubic": [2],
+    "test_resize_downsample_sizes_cubic": [3],
+    "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside": [2],
+    "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside": [2],
+    "test_resize_upsample_scales_cubic_asymmetric": [2],
+    "test_resize_downsample_scales_cubic_antialias": [2],
+    "test_resize_downsample_sizes_cubic_antialias": [3],
+    "test_resize_downsample_scales_linear_antialias": [2],
+    "test_resize_downsample_sizes_linear_antialias": [3],
+    "test_resize_tf_crop_and_resize": [1, 3],
+    "test_resize_tf_crop_and_resize_axes_3_2": [1, 3],
+    "test_resize_tf_crop_and_resize_extrapolation_value": [1, 3],
+    "test_upsample_nearest": [1],
+}
 
 
 @functools.cache

@@ -393,14 +393,64 @@ def test_resize_older_opsets(opset, mode):
              opset=opset, mode=mode, coordinate_transformation_mode="pytorch_half_pixel")
 
 
-@pytest.mark.parametrize("attrs,match", [
-    (dict(mode="cubic"), "cubic"),
-    (dict(mode="linear", antialias=1), "antialias"),
-    (dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize"),
-     "tf_crop_and_resize"),
+@pytest.mark.parametrize("transform", TRANSFORMS)
+@pytest.mark.parametrize("a,exclude", [(-0.75, 0), (-0.5, 1)])
+def test_resize_cubic(transform, a, exclude):
+    """Keys' cubic over up/down/mixed scales (taps past the edge read it, or weigh 0 with
+    exclude_outside)."""
+    x = rand(1, 2, 6, 7)
+    for scales in SCALES:
+        check_op("Resize", {"x": x}, {"scales": np.array(scales, np.float32)},
+                 inputs=["x", "", "scales"], mode="cubic", cubic_coeff_a=a,
+                 exclude_outside=exclude, coordinate_transformation_mode=transform)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("scales", [[1, 1, 0.5, 0.6], [1, 1, 0.25, 0.3], [1, 1, 0.3, 1.7]])
+def test_resize_antialias(mode, scales):
+    """Filters widened by 1/scale when downsampling (up to 16 taps per axis here)."""
+    check_op("Resize", {"x": rand(2, 2, 16, 20)}, {"scales": np.array(scales, np.float32)},
+             inputs=["x", "", "scales"], mode=mode, antialias=1)
+
+
+def test_resize_cubic_sizes():
+    check_op("Resize", {"x": rand(2, 3, 5, 6)}, {"sizes": np.array([2, 3, 9, 4], np.int64)},
+             inputs=["x", "", "", "sizes"], mode="cubic")
+
+
+def test_resize_cubic_3d_float64():
+    """Against ONNX's reference: onnxruntime's cubic takes float32 images of two resized
+    axes only. The filter weights are float32 for every type, as onnxruntime's coordinate
+    arithmetic (the reference's are float64): a few ulp of float32 in the taps."""
+    from onnx.reference import ReferenceEvaluator
+
+    x = rand(1, 2, 4, 5, 6).astype(np.float64)
+    sizes = np.array([1, 2, 7, 3, 9], np.int64)
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y0"], mode="cubic")
+    model = build([node], {"x": x}, {"sizes": sizes}, 21)
+    got = run_program(compile_onnx(model), [x])[0]
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+@pytest.mark.parametrize("roi,axes", [
+    ([0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2], None),  # past the right edge: extrapolated
+    ([-0.3, 0.4, 0.6, 0.8], [2, 3]),
+    ([0.4, 0.6, 0.8, 0.9], [3, 2]),
 ])
-def test_resize_rejects(attrs, match):
-    with pytest.raises(AotcError, match=match):
+def test_resize_tf_crop_and_resize(mode, roi, axes):
+    attrs = {} if axes is None else {"axes": axes}
+    sizes = [1, 2, 5, 4] if axes is None else [5, 4]
+    check_op("Resize", {"x": rand(1, 2, 8, 9)},
+             {"roi": np.array(roi, np.float32), "sizes": np.array(sizes, np.int64)},
+             inputs=["x", "roi", "", "sizes"], mode=mode,
+             coordinate_transformation_mode="tf_crop_and_resize", extrapolation_value=3.5,
+             **attrs)
+
+
+def test_resize_rejects_unknown_mode():
+    with pytest.raises(AotcError, match="mode"):
         check_op("Resize", {"x": rand(1, 1, 4, 4)},
                  {"scales": np.array([1, 1, 2, 2], np.float32)}, inputs=["x", "", "scales"],
-                 **attrs)
+                 mode="area")

@@ -4,7 +4,8 @@ Per resized axis (scale ≠ 1, as onnxruntime decides) a small table stage holds
 position reads: the nearest input index, or the two linear taps and their weights. The main
 stage gathers through the tables: nearest copies one element, linear sums the 2^k corners of
 the k resized axes weighted by the product of per-axis weights. Axes with scale 1 read straight
-through. cubic, antialias and tf_crop_and_resize are rejected.
+through. cubic, antialias and tf_crop_and_resize take the separable filtered passes of
+`resize_filter.py`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from lowering.ops.nn.resize_coords import (
     nearest_index,
     original_coordinate,
 )
+from lowering.ops.nn.resize_filter import Filter, filtered_resize
 
 POLICIES = ("stretch", "not_larger", "not_smaller")
 MAX_LINEAR_AXES = 4
@@ -78,21 +80,41 @@ def _check_attrs(ctx: OpContext, dtype: str) -> tuple[str, str, str]:
     mode = str_attr(ctx, "mode", "nearest")
     transform = str_attr(ctx, "coordinate_transformation_mode", "half_pixel")
     nearest = str_attr(ctx, "nearest_mode", "round_prefer_floor")
-    if mode == "cubic":
-        raise ctx.error("Resize mode 'cubic' is not supported", hint="use nearest or linear")
-    if mode not in ("nearest", "linear"):
+    if mode not in ("nearest", "linear", "cubic"):
         raise ctx.error(f"Resize mode '{mode}' is not one of nearest, linear, cubic")
-    if int(ctx.attr("antialias", 0)) and mode != "nearest":
-        raise ctx.error("Resize with antialias=1 is not supported")
-    if transform == "tf_crop_and_resize":
-        raise ctx.error("coordinate_transformation_mode 'tf_crop_and_resize' is not supported")
-    if transform not in TRANSFORMS:
+    if transform not in TRANSFORMS and transform != "tf_crop_and_resize":
         raise ctx.error(f"unknown coordinate_transformation_mode '{transform}'")
     if mode == "nearest" and nearest not in NEAREST_MODES:
         raise ctx.error(f"nearest_mode '{nearest}' is not one of {', '.join(NEAREST_MODES)}")
-    if mode == "linear" and dtype not in te.FLOAT_DTYPES:
-        raise ctx.error(f"linear Resize of {dtype} tensors is not supported")
+    if mode != "nearest" and dtype not in te.FLOAT_DTYPES:
+        raise ctx.error(f"{mode} Resize of {dtype} tensors is not supported")
     return mode, transform, nearest
+
+
+def _filtered(ctx: OpContext, x: te.Tensor, mode: str, transform: str, nearest: str,
+              scales: list[np.float32], out_shape: tuple[int, ...]) -> te.Tensor:
+    """cubic, antialias or tf_crop_and_resize: resize_filter's separable passes."""
+    f = Filter(mode, transform, nearest, float(ctx.attr("cubic_coeff_a", -0.75)),
+               bool(int(ctx.attr("exclude_outside", 0))),
+               bool(int(ctx.attr("antialias", 0))) and mode != "nearest",
+               float(ctx.attr("extrapolation_value", 0.0)))
+    rank = len(x.shape)
+    rois: dict[int, tuple[float, float]] = {}
+    if transform == "tf_crop_and_resize":
+        axes = _axes(ctx, rank)
+        roi = np.asarray(ctx.const(1, "roi"), dtype=np.float64).reshape(-1)
+        if roi.size != 2 * len(axes):
+            raise ctx.error(f"roi has {roi.size} values for {len(axes)} axes")
+        rois = {a: (float(roi[i]), float(roi[len(axes) + i])) for i, a in enumerate(axes)}
+        rois = {a: r for a, r in rois.items() if r != (0.0, 1.0) or scales[a] != 1.0}
+    resized = [a for a in range(rank) if scales[a] != 1.0 or a in rois]
+    for a in range(rank):
+        if a not in resized and x.shape[a] != out_shape[a]:
+            raise ctx.error(f"axis {a} changes size ({x.shape[a]} → {out_shape[a]}) with "
+                            "scale 1")
+    if not resized:
+        return te.compute(out_shape, lambda *o: x[o], name="resize_copy")
+    return filtered_resize(x, f, scales, out_shape, resized, rois)
 
 
 @register_op("Resize")
@@ -103,6 +125,11 @@ def resize(ctx: OpContext) -> list[te.Tensor]:
     if len(out_shape) != len(x.shape):
         raise ctx.error(f"inferred output shape {list(out_shape)} for input {list(x.shape)}")
     scales = resize_scales(ctx, x.shape)
+    if min(x.shape, default=1) == 0 or min(out_shape, default=1) == 0:
+        raise ctx.error("Resize of an empty tensor is not supported")
+    if mode == "cubic" or transform == "tf_crop_and_resize" or (
+            int(ctx.attr("antialias", 0)) and mode == "linear"):
+        return [_filtered(ctx, x, mode, transform, nearest, scales, out_shape)]
     resized = [a for a, s in enumerate(scales) if s != 1.0]
     for a, (i, o) in enumerate(zip(x.shape, out_shape, strict=True)):
         if a not in resized and i != o:
