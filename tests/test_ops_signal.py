@@ -40,19 +40,28 @@ def reference_outputs(model, feeds) -> list[np.ndarray]:
     return ReferenceEvaluator(model).run(None, dict(zip(names, feeds, strict=True)))
 
 
-def check(model, feeds, tol: float = 1e-5, reference: bool = False) -> None:
+def check(model, feeds, tol: float = 1e-5, reference: bool = False,
+          ort_tol: float | None = None) -> None:
     """Against onnxruntime (or only ONNX's reference). float64 results are held to 1e-7
     against onnxruntime, whose inverse DFT of float64 is only that accurate (1.4e-8 off numpy
-    at 11 points), and to 1e-11 against the reference (numpy's pocketfft, exact to rounding)."""
+    at 11 points), and to 1e-11 against the reference (numpy's pocketfft, exact to rounding).
+    `ort_tol` loosens the comparison with onnxruntime and adds the reference at `tol`: its
+    DFT of a length that is not a power of two is a direct sum with float32 twiddles, 1e-5 to
+    2e-4 of the spectrum's scale off numpy from 67 to 1000 points (aotc's: 1e-7 to 3e-7)."""
     got = run_program(compile_onnx(model), feeds)
     wide = any(f.dtype == np.float64 for f in feeds)
-    checks = [] if reference else [(ort_outputs(model, feeds), 1e-7 if wide else tol)]
-    if reference or wide:
+    checks = [] if reference else [(ort_outputs(model, feeds),
+                                    1e-7 if wide else ort_tol or tol)]
+    if reference or wide or ort_tol:
         checks.append((reference_outputs(model, feeds), 1e-11 if wide else tol))
     for want, t in checks:
         for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype
             assert_close(g, w, t)
+
+
+def _ort_tol(length: int) -> float | None:
+    return None if length & (length - 1) == 0 or length < 50 else 1e-3
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -68,20 +77,30 @@ def test_dft_complex(dtype, parts: int, inverse: int, length: int | None) -> Non
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("inverse", [0, 1])
 @pytest.mark.parametrize("parts", [1, 2])
-@pytest.mark.parametrize("length", [2, 4, 8, 32, 128])
-def test_dft_power_of_two(dtype, parts: int, inverse: int, length: int) -> None:
-    """Lengths of 8 and more take the radix-4/2 passes (32: two radix-4 passes and a radix-2
-    one), below they take the direct sum; input shorter than the length (zero-padded)."""
-    x = RNG.standard_normal((3, min(length, 20), parts)).astype(dtype)
+@pytest.mark.parametrize("length", [2, 8, 64, 128, 100, 81, 98, 360, 67])
+def test_dft_passes(dtype, parts: int, inverse: int, length: int) -> None:
+    """Composite lengths from 64 take Stockham's passes (128: 4·4·4·2, 100: 4·5·5, 81: 3⁴,
+    98: 2·7·7, 360: 4·2·3·3·5), the rest the direct sum (67 is prime); input shorter than the
+    length (zero-padded)."""
+    x = RNG.standard_normal((3, min(length, 70), parts)).astype(dtype)
     model, feeds = dft_model(x, length, 1, inverse=inverse)
-    check(model, feeds)
+    check(model, feeds, ort_tol=_ort_tol(length))
 
 
 @pytest.mark.parametrize("onesided", [0, 1])
-def test_dft_long_power_of_two(onesided: int) -> None:
-    x = RNG.standard_normal((2, 1024, 3, 1)).astype(np.float32)
+@pytest.mark.parametrize("length", [1024, 1000])
+def test_dft_long(onesided: int, length: int) -> None:
+    x = RNG.standard_normal((2, length, 3, 1)).astype(np.float32)
     model, feeds = dft_model(x, None, 1, onesided=onesided)
-    check(model, feeds)
+    check(model, feeds, ort_tol=_ort_tol(length))
+
+
+def test_dft_real_signal_keeps_exact_zeros() -> None:
+    """The imaginary parts of a real signal's bins 0 and L/2 are exactly 0 in the passes too."""
+    x = RNG.standard_normal((3, 256, 1)).astype(np.float32) * 100
+    model, feeds = dft_model(x, None, 1)
+    got = run_program(compile_onnx(model), feeds)[0]
+    assert (got[:, 0, 1] == 0).all() and (got[:, 128, 1] == 0).all()
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -2, -3])
