@@ -120,6 +120,13 @@ def test_det_special_matrices() -> None:
     check(node_model("Det", [mats])[0], [mats], 1e-5)
 
 
+@pytest.mark.parametrize("shape", [(0, 3, 3), (2, 0, 0)])
+def test_det_zero_size(shape: tuple[int, ...]) -> None:
+    """No matrices, and empty matrices (determinant 1, as onnxruntime)."""
+    x = np.zeros(shape, np.float32)
+    check(node_model("Det", [x])[0], [x])
+
+
 def test_det_nan_column() -> None:
     x = RNG.standard_normal((2, 4, 4)).astype(np.float32)
     x[0, :, 1] = np.nan
