@@ -40,6 +40,7 @@ from lowering.templates.gemm.pattern import (
     i64,
     replace_loads,
     round_up,
+    tile_walk,
     unit_stride,
 )
 from lowering.tensorize import epilogue_args
@@ -324,23 +325,9 @@ class _Builder(ConvModes):
                 t0 + inner)}
             if not divides(Store(buf, i64(0), self._source(load, flat)), inner):
                 vmap, axes = flat, []
-        if len(axes) <= 1:
-            if axes:
-                vmap[axes[0][0]] = t0 + inner
-            dst_r: te.Expr = inner
-            lo: te.Expr = i64(0)
-            hi: te.Expr = valid
-            wrap = None
-        else:
-            last_v, last_e = axes[-1]
-            outer_group = Group([v for v, _ in axes[:-1]], [e for _, e in axes[:-1]])
-            of = te.Var("po")
-            vmap.update(outer_group.unflatten(of))
-            vmap[last_v] = inner
-            dst_r = of * last_e + inner - t0
-            lo = te.maximum(i64(0), t0 - of * last_e)
-            hi = te.minimum(i64(last_e), t0 + valid - of * last_e)
-            wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
+        walk = tile_walk(axes, inner, t0, valid)
+        vmap.update(walk.vmap)
+        dst_r, lo, hi, wrap = walk.dst, walk.lo, walk.hi, walk.wrap
         value = self._source(load, vmap)
         panel = (bvar * self.mt_or_nt(which) + tile) * K
         dst = simplify_index((panel + kflat) * r + dst_r)

@@ -131,8 +131,11 @@ WINDOW_MAX_WASTE = 0.3
 PIXELS_PER_BLOCK = 48
 
 
-def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
-    if len(outputs) != 1 or outputs[0].dtype != "float32":
+def sum_product(outputs: Sequence[te.Tensor], dtype: str
+                ) -> tuple[list[te.Tensor], te.Tensor, te.Reduce] | None:
+    """The stages of `outputs` and the one reduction among them, a stored sum of type `dtype`
+    (the product stage the GEMM templates match), or None."""
+    if len(outputs) != 1:
         return None
     stages = stages_of(outputs)
     reductions = [t for t in stages if isinstance(t.op.body, te.Reduce)]  # type: ignore[union-attr]
@@ -141,8 +144,18 @@ def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
     p = reductions[0]
     red = p.op.body  # type: ignore[union-attr]
     assert isinstance(red, te.Reduce)
-    if red.combiner != "sum" or p.dtype != "float32" or p.op.inline:  # type: ignore[union-attr]
+    if red.combiner != "sum" or p.dtype != dtype or p.op.inline:  # type: ignore[union-attr]
         return None
+    return stages, p, red
+
+
+def analyze(outputs: Sequence[te.Tensor]) -> GemmPattern | None:
+    if len(outputs) != 1 or outputs[0].dtype != "float32":
+        return None
+    found = sum_product(outputs, "float32")
+    if found is None:
+        return None
+    stages, p, red = found
     body = te.expand_inline(red.body)
     if not (isinstance(body, te.Binary) and body.op == "mul"
             and isinstance(body.a, te.Load) and isinstance(body.b, te.Load)):
@@ -440,6 +453,36 @@ def _unclamped(ix: te.Expr) -> te.Expr:
             and ix.b.value == 0:
         ix = ix.a
     return ix
+
+
+@dataclass
+class TileWalk:
+    """How a packing loop walks one tile of an operand's own axes (its flat positions
+    [t0, t0 + valid)): innermost along the last axis, so a row of the source is read
+    contiguously and without divisions, and, for several axes, around that over the rows the
+    tile spans (`wrap`: the outer variable, its first and end value)."""
+
+    vmap: dict[te.Var, te.Expr]  # the own axes' values in the walk's variables
+    dst: te.Expr  # the position in the tile
+    lo: te.Expr  # the inner loop's bounds
+    hi: te.Expr
+    wrap: tuple[te.Var, te.Expr, te.Expr] | None
+
+
+def tile_walk(axes: Sequence[tuple[te.Var, int]], inner: te.Var, t0: te.Expr,
+              valid: te.Expr) -> TileWalk:
+    """The walk over a tile of the own axes `axes` (var, extent; unit axes left out) with
+    inner loop variable `inner`."""
+    if len(axes) <= 1:
+        vmap = {axes[0][0]: t0 + inner} if axes else {}
+        return TileWalk(vmap, inner, i64(0), valid, None)
+    last_v, last_e = axes[-1]
+    of = te.Var("po")
+    vmap = Group([v for v, _ in axes[:-1]], [e for _, e in axes[:-1]]).unflatten(of)
+    vmap[last_v] = inner
+    return TileWalk(vmap, of * last_e + inner - t0, te.maximum(i64(0), t0 - of * last_e),
+                    te.minimum(i64(last_e), t0 + valid - of * last_e),
+                    (of, t0 // last_e, (t0 + valid - 1) // last_e + 1))
 
 
 def flat_index(load: te.Load) -> te.Expr:

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lowering import te
-from lowering.lower import stages_of
-from lowering.templates.gemm.pattern import MIN_MACS, Group, depends_on, loads_of
+from lowering.templates.gemm.pattern import MIN_MACS, Group, depends_on, loads_of, sum_product
 
 
 @dataclass
@@ -56,17 +55,10 @@ def analyze(outputs: Sequence[te.Tensor], consts: dict[int, np.ndarray]
             ) -> IntGemmPattern | None:
     """The pattern of `outputs`, or None. `consts` maps id(placeholder) to its value for
     the inputs known at compile time."""
-    if len(outputs) != 1:
+    found = sum_product(outputs, "int32")
+    if found is None:
         return None
-    stages = stages_of(outputs)
-    reductions = [t for t in stages if isinstance(t.op.body, te.Reduce)]  # type: ignore[union-attr]
-    if len(reductions) != 1:
-        return None
-    p = reductions[0]
-    red = p.op.body  # type: ignore[union-attr]
-    assert isinstance(red, te.Reduce)
-    if red.combiner != "sum" or p.dtype != "int32" or p.op.inline:  # type: ignore[union-attr]
-        return None
+    stages, p, red = found
     after = [t for t in stages if t is not p and p in depends_on(t)]
     pre = [t for t in stages if t is not p and t not in after]
     if any(t.op is None or isinstance(t.op.body, te.Reduce) for t in pre):

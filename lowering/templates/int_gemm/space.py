@@ -33,7 +33,7 @@ from lowering.lower import _Converter, lower_stage
 from lowering.machine import Target
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.templates.gemm.cost import PARALLEL_MIN_MACS
-from lowering.templates.gemm.pattern import Group, i64, replace_loads
+from lowering.templates.gemm.pattern import Group, i64, replace_loads, tile_walk
 from lowering.templates.int_gemm.pattern import IntGemmPattern, Operand, analyze, eval_const
 
 
@@ -301,32 +301,17 @@ class _Builder:
         for v, e in zip(own.vars, own.extents, strict=True):
             if e == 1:
                 vmap[v] = i64(0)
-        axes = own.nonunit
         inner = te.Var("pr")
-        if len(axes) <= 1:
-            if axes:
-                vmap[axes[0][0]] = t0 + inner
-            dst_r: te.Expr = inner
-            lo: te.Expr = i64(0)
-            hi: te.Expr = valid
-            wrap = None
-        else:
-            last_v, last_e = axes[-1]
-            of = te.Var("po")
-            vmap.update(Group([v for v, _ in axes[:-1]], [e for _, e in axes[:-1]]).unflatten(of))
-            vmap[last_v] = inner
-            dst_r = of * last_e + inner - t0
-            lo = te.maximum(i64(0), t0 - of * last_e)
-            hi = te.minimum(i64(last_e), t0 + valid - of * last_e)
-            wrap = (of, t0 // last_e, (t0 + valid - 1) // last_e + 1)
+        walk = tile_walk(own.nonunit, inner, t0, valid)
+        vmap.update(walk.vmap)
         stores = []
         for q in range(g):
             kvals = p.k.unflatten(te.minimum(k * g + q, i64(K - 1)))
-            dst = simplify_index(((slot * kg + k) * r + dst_r) * g + q)
+            dst = simplify_index(((slot * kg + k) * r + walk.dst) * g + q)
             stores.append(Store(buf, dst, self._value(op, {**vmap, **kvals})))
-        body: Stmt = For(inner, hi, "vectorize", Seq(stores), start=lo)
-        if wrap is not None:
-            body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
+        body: Stmt = For(inner, walk.hi, "vectorize", Seq(stores), start=walk.lo)
+        if walk.wrap is not None:
+            body = For(walk.wrap[0], walk.wrap[2], "serial", body, start=walk.wrap[1])
         return For(k, i64(kg), "serial", body)
 
     def _main(self, parallel: str) -> Stmt:
