@@ -25,6 +25,13 @@ def axis_of(ctx: OpContext, axis: int, rank: int) -> int:
         raise ctx.error(str(e)) from None
 
 
+def require_float(ctx: OpContext, dtype: str, what: str) -> None:
+    """Refuse `what` (an operator's name) on a non-float element type: for the operators whose
+    definitions are floating-point arithmetic only."""
+    if dtype not in te.FLOAT_DTYPES:
+        raise ctx.error(f"{what} of {dtype} tensors is not supported (float only)")
+
+
 def index_input(ctx: OpContext, i: int) -> te.Tensor:
     """Input `i`, a tensor of indices: int32 or int64, as ONNX allows."""
     t = ctx.input(i)

@@ -6,14 +6,14 @@ import math
 
 from lowering import te
 from lowering.ops import OpContext, register_op
+from lowering.ops.common import require_float
 
 
 def _global(ctx: OpContext, combiner: str) -> te.Tensor:
     x = ctx.input(0)
     if len(x.shape) < 2:
         raise ctx.error(f"input of rank {len(x.shape)}: global pooling needs N and C axes")
-    if x.dtype not in te.FLOAT_DTYPES:
-        raise ctx.error(f"global pooling of {x.dtype} tensors is not supported (float only)")
+    require_float(ctx, x.dtype, "global pooling")
     spatial = x.shape[2:]
     out_shape = (*x.shape[:2], *(1,) * len(spatial))
     if out_shape != ctx.out_shapes[0]:

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from lowering import te
 from lowering.ops import OpContext, register_op
+from lowering.ops.common import require_float
 from lowering.ops.nn.geometry import Window, window, window_index, window_source
 
 
@@ -139,8 +140,7 @@ def _divisor(
 @register_op("AveragePool")
 def average_pool(ctx: OpContext) -> list[te.Tensor]:
     dtype = ctx.input(0).dtype
-    if dtype not in te.FLOAT_DTYPES:
-        raise ctx.error(f"AveragePool of {dtype} tensors is not supported (float only)")
+    require_float(ctx, dtype, "AveragePool")
     include_pad = bool(int(ctx.attr("count_include_pad", 0)))
     x, total, win = _window_sum(ctx, "sum", 0.0, "avg_pool_sum")
     in_sizes = x.shape[2:]
@@ -155,8 +155,7 @@ def average_pool(ctx: OpContext) -> list[te.Tensor]:
 @register_op("LpPool")
 def lp_pool(ctx: OpContext) -> list[te.Tensor]:
     x = ctx.input(0)
-    if x.dtype not in te.FLOAT_DTYPES:
-        raise ctx.error(f"LpPool of {x.dtype} tensors is not supported (float only)")
+    require_float(ctx, x.dtype, "LpPool")
     p = int(ctx.attr("p", 2))
     if p < 1:
         raise ctx.error(f"p must be a positive integer, got {p}")

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from lowering import te
 from lowering.ops import OpContext, register_op
-from lowering.ops.common import axis_of
+from lowering.ops.common import axis_of, require_float
 from lowering.ops.reduce.core import reduce_compute, stat_index
 
 
 @register_op("Hardmax")
 def hardmax(ctx: OpContext) -> list[te.Tensor]:
     x = ctx.input(0)
-    if x.dtype not in te.FLOAT_DTYPES:
-        raise ctx.error(f"Hardmax of {x.dtype} tensors is not supported (float only)")
+    require_float(ctx, x.dtype, "Hardmax")
     axes = [axis_of(ctx, ctx.attr("axis", -1), len(x.shape))]
     n = x.shape[axes[0]]
     top = reduce_compute(x.shape, axes, True, "max_nan", lambda i: x[i], "hardmax_max")

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 from lowering import te
 from lowering.ops import OpContext, register_op
-from lowering.ops.common import axis_of
+from lowering.ops.common import axis_of, require_float
 from lowering.ops.reduce.core import reduce_compute, stat_index
 
 
 @register_op("LpNormalization")
 def lp_normalization(ctx: OpContext) -> list[te.Tensor]:
     x = ctx.input(0)
-    if x.dtype not in te.FLOAT_DTYPES:
-        raise ctx.error(f"LpNormalization of {x.dtype} tensors is not supported (float only)")
+    require_float(ctx, x.dtype, "LpNormalization")
     p = int(ctx.attr("p", 2))
     if p not in (1, 2):
         raise ctx.error(f"p must be 1 or 2, got {p}")
