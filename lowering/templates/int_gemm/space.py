@@ -53,7 +53,7 @@ class IntGemmTemplate:
     @staticmethod
     def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
               consts: Sequence[np.ndarray | None], target: Target) -> IntGemmSpace | None:
-        dots = getattr(target, "int_dots", ())
+        dots = target.int_dots
         if not dots:
             return None
         known = {id(t): c for t, c in zip(inputs, consts, strict=True)
