@@ -69,7 +69,7 @@ def analyze(outputs: Sequence[te.Tensor], consts: dict[int, np.ndarray]
         if after != [out] or out.op.inline or out.shape != p.shape:  # type: ignore[union-attr]
             return None
         body = te.expand_inline(out.op.body)  # type: ignore[union-attr]
-        if isinstance(body, te.Reduce) or any(t in pre for t in _reads(body)):
+        if isinstance(body, te.Reduce) or any(t in pre for t in te.tensors_read(body)):
             return None
         axes = [ax.var for ax in out.op.axes]  # type: ignore[union-attr]
         for ld in loads_of(body, p):
@@ -119,10 +119,6 @@ def analyze(outputs: Sequence[te.Tensor], consts: dict[int, np.ndarray]
     if pat.m.size * pat.n.size * pat.k.size < MIN_MACS:
         return None
     return pat
-
-
-def _reads(e: te.Expr) -> list[te.Tensor]:
-    return te.tensors_read(e)
 
 
 def _inline_stages(e: te.Expr, stages: Sequence[te.Tensor]) -> te.Expr:

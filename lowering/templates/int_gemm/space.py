@@ -109,7 +109,7 @@ class IntGemmSpace(ScheduleSpace):
         if values.size and (values.min() < lo or values.max() > hi):
             return None
         loads = [i for i, t in enumerate(inputs) if t is not None and consts[i] is not None
-                 and consts[i].size > 1 and any(ld.tensor is t for ld in _loads(const_op.value))]
+                 and consts[i].size > 1 and any(x is t for x in te.tensors_read(const_op.value))]
         if len(loads) != 1:
             return None
         return IntGemmSpace(inputs, outputs, consts, target, pat, dot, (loads[0], values))
@@ -153,13 +153,6 @@ class IntGemmSpace(ScheduleSpace):
 
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
         return _Builder(self, config, name).build()
-
-
-def _loads(e: te.Expr) -> list[te.Load]:
-    out = [e] if isinstance(e, te.Load) else []
-    for c in te.children(e):
-        out += _loads(c)
-    return out
 
 
 def _constant_values(op: Operand, own: Group, k: Group, known: dict[int, np.ndarray]
