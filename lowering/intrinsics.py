@@ -64,6 +64,11 @@ class GemmBlock:
         return self.nv * self.lanes
 
     @property
+    def name(self) -> str:
+        """The block as schedules and machine files name it: "6x4" (MR x NV)."""
+        return f"{self.mr}x{self.nv}"
+
+    @property
     def routine(self) -> str:
         return f"{GEMM_PREFIX}{self.mr}x{self.nv}v{self.lanes}"
 

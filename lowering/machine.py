@@ -44,6 +44,10 @@ class Machine:
     # measured by `aotc calibrate`: each GEMM register block ("6x4") and the fraction of the
     # peak it sustains on cache-resident operands; the GEMM cost model estimates the others
     block_efficiency: tuple[tuple[str, float], ...] = ()
+    # measured likewise for pixel mode's convolution micro-kernel (pixels x channel vectors),
+    # a routine of its own: it reads its rows at one pointer plus offsets, so the tall blocks
+    # that lose a GEMM kernel register pressure (A's row pointers) run at other rates there
+    pixel_efficiency: tuple[tuple[str, float], ...] = ()
 
     @property
     def lanes_f32(self) -> int:
@@ -78,6 +82,9 @@ class Machine:
     def efficiency_of(self, block: str) -> float | None:
         return dict(self.block_efficiency).get(block)
 
+    def pixel_efficiency_of(self, block: str) -> float | None:
+        return dict(self.pixel_efficiency).get(block)
+
     @classmethod
     def from_json(cls, text: str, where: str = "machine file") -> Machine:
         data = json.loads(text)
@@ -89,8 +96,8 @@ class Machine:
         if missing:
             raise ValueError(f"{where} lacks {', '.join(sorted(missing))}")
         values = {k: data[k] for k in fields if k in data}
-        values["block_efficiency"] = tuple((str(b), float(e))
-                                           for b, e in values.get("block_efficiency", ()))
+        for table in ("block_efficiency", "pixel_efficiency"):
+            values[table] = tuple((str(b), float(e)) for b, e in values.get(table, ()))
         for name in ("ghz", "fma_per_cycle", "loads_per_cycle", "l1_bandwidth", "l2_bandwidth",
                      "l3_bandwidth", "memory_bandwidth"):
             values[name] = float(values[name])

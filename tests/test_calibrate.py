@@ -10,11 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from aotc.errors import AotcError
 from lowering import te
 from lowering.machine import MACHINES, Machine
+from lowering.ops import OPS, OpContext
 from lowering.ops.linalg.product import matrix_product
 from lowering.templates.gemm import GemmTemplate
 from targets.cpu.calibrate import fma_peak, load_machine_file, read_bandwidth
@@ -37,7 +39,8 @@ def test_probes_measure_positive_rates() -> None:
 
 
 def test_machine_file_round_trip_and_refusals(tmp_path: Path) -> None:
-    m = dataclasses.replace(MACHINES["znver4"], block_efficiency=(("6x4", 0.9), ("14x2", 0.8)))
+    m = dataclasses.replace(MACHINES["znver4"], block_efficiency=(("6x4", 0.9), ("14x2", 0.8)),
+                            pixel_efficiency=(("14x2", 0.97),))
     path = tmp_path / "m.json"
     m.save(path)
     assert load_machine_file(path) == m
@@ -67,8 +70,32 @@ def test_measured_block_efficiency_drives_the_block_choice() -> None:
     slow = dataclasses.replace(slow, block_efficiency=((str(chosen), 0.2),))
     assert _gemm_space(target.with_machine(slow)).default_config()["block"] != chosen
     fast = dataclasses.replace(slow, block_efficiency=(("16x1", 0.99),) + tuple(
-        (f"{b.mr}x{b.nv}", 0.3) for b in _gemm_space(target).blocks if (b.mr, b.nv) != (16, 1)))
+        (b.name, 0.3) for b in _gemm_space(target).blocks if (b.mr, b.nv) != (16, 1)))
     assert _gemm_space(target.with_machine(fast)).default_config()["block"] == "16x1"
+
+
+def _conv_1x1_space(target):
+    """ResNet-50's 1024->256 1x1 convolution at 14x14, whose best schedule is pixel mode."""
+    x = te.placeholder((1, 1024, 14, 14), "float32", "x")
+    w = te.placeholder((256, 1024, 1, 1), "float32", "w")
+    wv = np.random.default_rng(0).standard_normal(w.shape).astype(np.float32)
+    ctx = OpContext(node="conv", op_type="Conv", attrs={}, inputs=[x, w], consts=[None, wv],
+                    out_shapes=[(1, 256, 14, 14)], out_dtypes=["float32"])
+    return GemmTemplate.match([x, w], OPS["Conv"](ctx), [None, wv], target)
+
+
+def test_pixel_mode_reads_its_own_measured_efficiency() -> None:
+    """Pixel mode is ranked by its own micro-kernel's figures, not the GEMM kernel's: a GEMM
+    block measured slow leaves pixel mode's pick alone, a pixel block measured slow moves it."""
+    target = NAMED_TARGETS["cpu-avx512"]
+    base = dataclasses.replace(target.machine, block_efficiency=(), pixel_efficiency=())
+    picked = _conv_1x1_space(target.with_machine(base)).default_config()
+    assert picked["b"] == "pixels"
+    gemm_slow = dataclasses.replace(base, block_efficiency=((str(picked["block"]), 0.5),))
+    assert _conv_1x1_space(target.with_machine(gemm_slow)).default_config() == picked
+    pixel_slow = dataclasses.replace(base, pixel_efficiency=tuple(
+        (b.name, 0.3) for b in _conv_1x1_space(target).blocks))
+    assert _conv_1x1_space(target.with_machine(pixel_slow)).default_config()["b"] != "pixels"
 
 
 def test_calibrate_writes_a_machine_file_that_optimize_reads(tmp_path: Path) -> None:
@@ -78,6 +105,7 @@ def test_calibrate_writes_a_machine_file_that_optimize_reads(tmp_path: Path) -> 
     m = load_machine_file(path)
     assert m.peak_flops > 1e9 and m.l1_bandwidth > 0 and m.block_efficiency
     assert all(0 < e < 1.5 for _, e in m.block_efficiency)
+    assert m.pixel_efficiency and all(0 < e < 1.5 for _, e in m.pixel_efficiency)
     assert "FMA peak" in proc.stdout and "micro-kernel" in proc.stdout
     proc = _aotc("optimize", str(MLP), "-o", str(tmp_path / "b"), "--machine", str(path))
     assert proc.returncode == 0, proc.stderr

@@ -7,7 +7,8 @@ Measured, with `probes.c` built by the system compiler for this machine:
   of L1, of L2 and of its L3 share; memory with every core reading a buffer four times the size
   of L3 (per core, as the model's bandwidths are);
 - each GEMM micro-kernel's throughput on operands that stay in cache, as a fraction of that peak
-  (`Machine.block_efficiency`, read by the GEMM cost model instead of its fitted estimate).
+  (`Machine.block_efficiency`, read by the GEMM cost model instead of its fitted estimate), and
+  likewise each block of pixel mode's convolution micro-kernel (`Machine.pixel_efficiency`).
 
 The result is written as JSON to the user's cache (`machine_file_path()`), which `--target cpu`
 reads from then on, or to a file that `aotc optimize --machine FILE` reads, on this machine or
@@ -116,7 +117,7 @@ def block_efficiency(target, blocks: list[str] | None = None,
     rng = np.random.default_rng(0)
     found: list[tuple[str, float]] = []
     for blk in gemm_blocks(target):
-        name = f"{blk.mr}x{blk.nv}"
+        name = blk.name
         if blocks is not None and name not in blocks:
             continue
         m, n, k = 8 * blk.mr, 4 * blk.nr, 256
@@ -131,6 +132,43 @@ def block_efficiency(target, blocks: list[str] | None = None,
                   "parallel": "n"}
         seconds = Measurer(space, samples=samples).measure([config])[0].seconds
         found.append((name, round(space.flops() / seconds / target.machine.peak_flops, 3)))
+    return tuple(found)
+
+
+def pixel_efficiency(target, blocks: list[str] | None = None,
+                     samples: int = 5) -> tuple[tuple[str, float], ...]:
+    """Each register block's throughput in pixel mode (output pixels as rows, channel vectors
+    as columns) on cache-resident operands, as a fraction of the target's peak: a 1x1
+    convolution of one image row of 8 tiles x 4 channel tiles, 256 input channels, one K
+    block."""
+    from lowering import te
+    from lowering.intrinsics import gemm_blocks
+    from lowering.ops import OPS, OpContext
+    from lowering.templates.gemm import GemmTemplate
+    from targets.cpu.measure import Measurer, runs_on_host
+
+    if not runs_on_host(target):
+        raise AotcError(f"cannot measure {target.name}'s micro-kernels on this machine")
+    rng = np.random.default_rng(0)
+    found: list[tuple[str, float]] = []
+    for blk in gemm_blocks(target):
+        if blocks is not None and blk.name not in blocks:
+            continue
+        cin, cout, width = 256, 4 * blk.nr, 8 * blk.mr
+        x = te.placeholder((1, cin, 1, width), "float32", "x")
+        w = te.placeholder((cout, cin, 1, 1), "float32", "w")
+        wv = rng.standard_normal(w.shape).astype(np.float32)
+        ctx = OpContext(node="calibrate", op_type="Conv", attrs={}, inputs=[x, w],
+                        consts=[None, wv], out_shapes=[(1, cout, 1, width)],
+                        out_dtypes=["float32"])
+        space = GemmTemplate.match([x, w], OPS["Conv"](ctx), [None, wv], target)
+        if space is None or "pixels" not in next(k.options for k in space.knobs
+                                                 if k.name == "b"):
+            continue
+        config = {**space.default_config(), "block": blk.name, "kc": cin, "b": "pixels",
+                  "parallel": "n"}
+        seconds = Measurer(space, samples=samples).measure([config])[0].seconds
+        found.append((blk.name, round(space.flops() / seconds / target.machine.peak_flops, 3)))
     return tuple(found)
 
 
@@ -161,4 +199,7 @@ def calibrate(target, report: Callable[[str, str], None] | None = None,
     efficiency = block_efficiency(target.with_machine(measured))
     for name, eff in efficiency:
         say(f"GEMM micro-kernel {name}", f"{eff:.0%} of peak")
-    return dataclasses.replace(measured, block_efficiency=efficiency)
+    pixels = pixel_efficiency(target.with_machine(measured))
+    for name, eff in pixels:
+        say(f"pixel-mode micro-kernel {name}", f"{eff:.0%} of peak")
+    return dataclasses.replace(measured, block_efficiency=efficiency, pixel_efficiency=pixels)

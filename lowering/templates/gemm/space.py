@@ -98,7 +98,7 @@ class GemmSpace(GemmCost, ScheduleSpace):
             f.depends_only_linearly(last) and abs(f.coefficient(last)) > 1
         K = pat.k.size
         self.knobs = [
-            Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
+            Knob("block", tuple(b.name for b in self.blocks)),
             Knob("kc", (K, *[kc for kc in KC_OPTIONS if kc < K])),
             Knob("a", tuple(a_modes)),
             Knob("b", tuple(b_modes)),

@@ -82,7 +82,7 @@ class IntGemmSpace(ScheduleSpace):
         self.blocks = int_gemm_blocks(target, dot, rows_are_activations=not self.rows_const)
         mt_max = math.ceil(pat.m.size / self.blocks[-1].mr)
         self.knobs = [
-            Knob("block", tuple(f"{b.mr}x{b.nv}" for b in self.blocks)),
+            Knob("block", tuple(b.name for b in self.blocks)),
             # M tiles split over this many parallel iterations per N panel (few panels)
             Knob("split", tuple(s for s in (1, 2, 4, 8) if s == 1 or s <= mt_max)),
         ]
@@ -116,7 +116,7 @@ class IntGemmSpace(ScheduleSpace):
 
     # geometry ---------------------------------------------------------------------------------
     def block(self, config: Config) -> IntGemmBlock:
-        return self.blocks[[f"{b.mr}x{b.nv}" for b in self.blocks].index(str(config["block"]))]
+        return self.blocks[[b.name for b in self.blocks].index(str(config["block"]))]
 
     @property
     def kg(self) -> int:
