@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from aotc import control_flow
 from aotc.errors import AotcError, CompilerBug, UnsupportedOperators
+from aotc.frontend.dynamic import DynamicShapes
 from aotc.fused import function_of, lower_fused
 from aotc.package.memory_plan import PlanBuffer, loop_lifetimes, plan_memory
 from aotc.package.program import Program, Step, TensorInfo
@@ -25,6 +26,7 @@ from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
 from lowering.ops import OPS, Alias, OpContext, run_op
+from lowering.search.default_space import DefaultSpace
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
@@ -162,8 +164,13 @@ class _LoweredNode:
 
 
 class _Compiler:
-    def __init__(self, model: ir.Model, target: CpuTarget, name: str, file: str | None) -> None:
+    def __init__(self, model: ir.Model, target: CpuTarget, name: str, file: str | None,
+                 dynamic: DynamicShapes | None = None) -> None:
         self.graph = model.graph
+        # value name -> its axes that follow the run-time dimension (aotc/frontend/dynamic.py)
+        self.dyn_axes = dynamic.axes if dynamic is not None else {}
+        self.dims = [te.dim_var(i, d.lo, d.hi) for i, d in enumerate(dynamic.dims)
+                     ] if dynamic is not None else []
         self.functions = model.functions
         self.target = target
         self.name = name
@@ -217,6 +224,14 @@ class _Compiler:
             return self._weight(v)
         raise AotcError(f"value '{v.name}' is used before it is computed", file=self.file)
 
+    def shape_of(self, v: ir.Value, node: str | None = None) -> tuple[int, ...]:
+        """The value's shape, a DynExtent on the axes that follow the run-time dimension."""
+        shape = value_shape(v, self.file, node)
+        axes = self.dyn_axes.get(v.name or "", ())
+        if not axes:
+            return shape
+        return tuple(te.DynExtent(self.dims[0]) if i in axes else d for i, d in enumerate(shape))
+
     # nodes ------------------------------------------------------------------------------
     def _placeholders(self, node: ir.Node) -> tuple[list[te.Tensor | None],
                                                     list[np.ndarray | None]]:
@@ -227,7 +242,7 @@ class _Compiler:
                 inputs.append(None)
                 consts.append(None)
                 continue
-            shape = value_shape(v, self.file, node.name)
+            shape = self.shape_of(v, node.name)
             inputs.append(te.placeholder(shape, value_dtype(v, self.file, node.name), "in"))
             consts.append(v.const_value.numpy() if v.const_value is not None else None)
         return inputs, consts
@@ -242,7 +257,7 @@ class _Compiler:
         return OpContext(
             node=label or node.name or "<unnamed>", op_type=node.op_type, attrs=attrs,
             inputs=inputs, consts=consts,
-            out_shapes=[value_shape(o, self.file, node.name) for o in node.outputs],
+            out_shapes=[self.shape_of(o, node.name) for o in node.outputs],
             out_dtypes=[value_dtype(o, self.file, node.name) for o in node.outputs],
             file=self.file,
         )
@@ -307,7 +322,12 @@ class _Compiler:
                     lowered.in_values.append(v)
             consts = [v.const_value.numpy() if v.const_value is not None else None
                       for v in lowered.in_values]
-            lowered.space = space_for(in_tensors, outs, consts, self.target)
+            if any(isinstance(d, te.DynExtent) for t in [*in_tensors, *outs] for d in t.shape):
+                # run-time extents: the default schedules alone (templates need static sizes)
+                lowered.space = DefaultSpace(in_tensors, outs, consts, self.target)
+                lowered.space.knobs = []
+            else:
+                lowered.space = space_for(in_tensors, outs, consts, self.target)
         return lowered
 
     def finish(self, lowered: _LoweredNode) -> None:
@@ -374,7 +394,7 @@ class _Compiler:
 
     def copy_into_output(self, v: ir.Value, index: int) -> None:
         """A graph output that no kernel writes (an input, a weight, a view): copy it."""
-        shape = value_shape(v, self.file)
+        shape = self.shape_of(v)
         dtype = value_dtype(v, self.file)
         src = te.placeholder(shape, dtype, "src")
         dst = te.compute(shape, lambda *i: src[i], name="copy")
@@ -440,6 +460,27 @@ def _attr_value(a: ir.Attr) -> object:
     return v
 
 
+def _io_axes(graph: ir.Graph, dyn_axes: dict[str, tuple[int, ...]], file: str | None
+             ) -> dict[str, tuple[int, ...]]:
+    """The run-time axes of graph inputs and outputs. The caller's buffers are dense at the
+    run-time length, so an axis may follow the dimension only where the axes before it are 1
+    (the dense tensor is then a prefix of the one laid out for the bound)."""
+    out = {}
+    for v in [*graph.inputs, *graph.outputs]:
+        axes = dyn_axes.get(v.name or "", ())
+        if not axes:
+            continue
+        shape = value_shape(v, file)
+        if len(axes) > 1 or any(d != 1 for d in shape[:axes[0]]):
+            kind = "input" if v in graph.inputs else "output"
+            raise AotcError(f"{kind} '{v.name}' {list(shape)} has the run-time dimension on "
+                            f"axis {list(axes)} after axes longer than 1; aotc runs it only "
+                            "as the first axis longer than 1 for now", file=file,
+                            hint="compile with a fixed length (--input-shape name=d0,d1,...)")
+        out[v.name or ""] = axes
+    return out
+
+
 def _kernel_spaces(model: ir.Model, target: CpuTarget, file: str | None) -> list[ScheduleSpace]:
     """Every kernel's schedule space, in the order of the nodes (nothing built)."""
     c = _Compiler(model, target, "spaces", file)
@@ -456,6 +497,7 @@ def compile_model(
     file: str | None = None,
     on_stage: Callable[[str], None] | None = None,
     tuner: Tuner | None = None,
+    dynamic: DynamicShapes | None = None,
 ) -> Program:
     """Lower, generate and plan a model whose values all have static shapes. `tuner` picks
     each kernel's schedule (default: the cost model alone). A fixed thread count is what the
@@ -466,7 +508,8 @@ def compile_model(
     bad = unsupported_nodes(graph, model.functions)
     if bad:
         raise UnsupportedOperators(file, bad)
-    c = _Compiler(model, target, name, file)
+    c = _Compiler(model, target, name, file, dynamic)
+    io_axes = _io_axes(graph, c.dyn_axes, file)
     times: dict[str, float] = {}
     c.tuner = tuner or Tuner()
     t0 = time.perf_counter()
@@ -554,9 +597,11 @@ def compile_model(
     c.stats.seconds = times
     return Program(
         name=name,
-        inputs=[TensorInfo(v.name or f"input{i}", value_dtype(v, file), value_shape(v, file))
+        inputs=[TensorInfo(v.name or f"input{i}", value_dtype(v, file), value_shape(v, file),
+                           io_axes.get(v.name or "", ()))
                 for i, v in enumerate(inputs)],
-        outputs=[TensorInfo(v.name or f"output{i}", value_dtype(v, file), value_shape(v, file))
+        outputs=[TensorInfo(v.name or f"output{i}", value_dtype(v, file), value_shape(v, file),
+                            io_axes.get(v.name or "", ()))
                  for i, v in enumerate(graph.outputs)],
         steps=steps,
         arena_size=plan.arena_size,
@@ -569,6 +614,7 @@ def compile_model(
         cpu=target.cpu,
         cpu_features=list(target.runtime_features),
         num_threads=num_threads,
+        dims=list(dynamic.dims) if dynamic else [],
         stats={"nodes": c.stats.nodes, "kernels": c.stats.kernels,
                "unique_kernels": c.stats.unique_kernels, "seconds": times},
     )

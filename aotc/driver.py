@@ -14,6 +14,7 @@ from aotc.errors import AotcError
 from aotc.package.program import Program
 
 if TYPE_CHECKING:
+    from aotc.frontend.dynamic import DynamicShapes
     from lowering.search.tuner import TuneProgress, Tuner
     from targets.cpu.target import CpuTarget
 
@@ -180,12 +181,53 @@ def compile_file(
     if threads < 0:
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
     tgt = resolve_target(target, machine)
-    graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
-                         run_stage=run_stage, log=log)
+    dynamic = None
+    if isinstance(input_shapes, list):
+        from aotc.frontend.dynamic import parse_input_ranges
+
+        shapes, ranges = parse_input_ranges(input_shapes)
+        if ranges:
+            graph, dynamic = _rewrite_dynamic(model, shapes, ranges, disabled_passes,
+                                              run_stage, log)
+        input_shapes = shapes
+    if dynamic is None:
+        graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
+                             run_stage=run_stage, log=log)
     nodes_after = len(list(graph.graph))
     program = run_stage("lower + codegen", lambda: compile_model(
-        graph, tgt, name=name, num_threads=threads, file=str(model), tuner=tuner))
+        graph, tgt, name=name, num_threads=threads, file=str(model), tuner=tuner,
+        dynamic=dynamic))
     return program, nodes_after
+
+
+def _rewrite_dynamic(model: Path, shapes: dict[str, tuple[int, ...]],
+                     ranges: dict[tuple[str, int], tuple[int, int]],
+                     disabled_passes: list[str] | None, run_stage: StageRunner,
+                     log: Callable[[str], None] | None) -> tuple[ir.Model, DynamicShapes]:
+    """Frontend and passes for a model with a run-time dimension: the graph at the bound and
+    which value axes follow the dimension (aotc/frontend/dynamic.py), found by comparing it
+    with the graph one shorter; refuses what cannot run it."""
+    from aotc.frontend import dynamic as dyn
+    from aotc.frontend import load_model
+    from aotc.passes import run_passes
+
+    dim = dyn.run_time_dim(ranges)
+
+    def load(n: int) -> ir.Model:
+        return load_model(model, dyn.at_length(shapes, ranges, n))
+
+    try:
+        at_hi = run_stage("load + infer shapes", lambda: load(dim.hi))
+        at_lo = run_stage("load + infer shapes (bound - 1)", lambda: load(dim.hi - 1))
+        dyn.check_constants(at_hi, at_lo)
+        dyn.check_nodes(at_hi, dyn.follow_axes(at_hi, at_lo, dim))
+        at_hi = run_stage("graph passes", lambda: run_passes(at_hi, disabled_passes or [], log))
+        at_lo = run_passes(at_lo, disabled_passes or [])
+        axes = dyn.follow_axes(at_hi, at_lo, dim)
+    except AotcError as e:
+        raise e if e.file is not None else AotcError(
+            e.message, file=str(model), node=e.node, op=e.op, hint=e.hint) from None
+    return at_hi, dyn.DynamicShapes([dim], axes)
 
 
 def make_tuner(tune: float, tuning_log: Path | None,

@@ -123,6 +123,8 @@ def interval(e: te.Expr, ranges: dict[te.Var, tuple[int, int]]) -> tuple[int, in
     """Bounds [lo, hi] of an integer index expression over the loop variables' ranges."""
     if isinstance(e, te.Const):
         return (int(e.value), int(e.value))
+    if isinstance(e, te.DimVar):  # a run-time dimension: its declared range
+        return ranges.get(e, (e.lo, e.hi))
     if isinstance(e, te.Var):
         return ranges.get(e)
     if not isinstance(e, te.Binary) or e.op not in ("add", "sub", "mul", "min", "max",

@@ -111,6 +111,10 @@ def default_schedule(tensor: te.Tensor, vector_lanes: int,
     n_fused = len(spatial)
     if c.fuse is not None and 0 < c.fuse < len(long_loops):
         n_fused = long_loops[c.fuse - 1] + 1
+    # a loop that runs to a run-time dimension is not fused (nor are those inside it)
+    bounded = next((i for i, lp in enumerate(spatial) if lp.bound is not None), None)
+    if bounded is not None:
+        n_fused = min(n_fused, max(bounded, 1))
     outer: Loop | None = spatial[0] if spatial else None
     for lp in spatial[1:n_fused]:
         assert outer is not None

@@ -136,6 +136,24 @@ def bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:
     return map_exprs(s, lambda e: te.substitute(e, vmap))
 
 
+def kernel_dims(k: Kernel) -> list[te.DimVar]:
+    """The run-time dimensions a kernel reads (loop bounds, indices), by index."""
+    found: dict[int, te.DimVar] = {}
+
+    def visit(e: te.Expr) -> te.Expr:
+        if isinstance(e, te.DimVar):
+            found[e.index] = e
+        if isinstance(e, BufLoad):
+            visit(e.index)
+        for ch in te.children(e):
+            visit(ch)
+        return e
+
+    for st in k.stages:
+        map_exprs(st, visit)
+    return [found[i] for i in sorted(found)]
+
+
 def simplify_loads(e: te.Expr) -> te.Expr:
     """`e` with the (affine) index of every buffer load folded."""
     if isinstance(e, BufLoad):

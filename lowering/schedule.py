@@ -117,6 +117,8 @@ class StageSchedule:
         for ax in list(op.axes) + list(reduce_axes):
             loop = Loop(ax.var.name, (extents or {}).get(ax.var, ax.extent), ax.kind)
             loop.bound = (bounds or {}).get(ax.var)
+            if loop.bound is None and isinstance(loop.extent, te.DynExtent):
+                loop.bound = loop.extent.dim  # runs to the run-time dimension
             self.leaves.append(loop)
             self.value[ax.var] = loop.var
         self.trace: list[object] = []

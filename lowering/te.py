@@ -140,6 +140,47 @@ class Var(Expr):
         return self.name
 
 
+class DimVar(Var):
+    """A dimension left symbolic (`--input-shape x=1,1..512`): its run-time value, entry
+    `index` of the kernel's `dims` argument, between `lo` and `hi` (the bound every buffer is
+    laid out and planned for). One object per dimension (`dim_var`), named `dim<index>`."""
+
+    __slots__ = ("index", "lo", "hi")
+
+    def __init__(self, index: int, lo: int, hi: int) -> None:
+        super().__init__(f"dim{index}")
+        self.index, self.lo, self.hi = index, lo, hi
+
+
+_DIM_VARS: dict[tuple[int, int, int], DimVar] = {}
+
+
+def dim_var(index: int, lo: int, hi: int) -> DimVar:
+    """The one DimVar of dimension `index` with that range."""
+    return _DIM_VARS.setdefault((index, lo, hi), DimVar(index, lo, hi))
+
+
+class DynExtent(int):
+    """A tensor dimension that is symbolic: its value is the bound (`dim.hi`), so every size
+    computed from it is the size planned for; `dim` says which run-time dimension it is. Loops
+    over it run to the run-time value (schedule.StageSchedule gives them `dim` as bound)."""
+
+    dim: DimVar
+
+    def __new__(cls, dim: DimVar) -> DynExtent:
+        obj = super().__new__(cls, dim.hi)
+        obj.dim = dim
+        return obj
+
+    def __repr__(self) -> str:
+        return f"{self.dim.name}<={int(self)}"
+
+
+def keep_extent(n: int) -> int:
+    """`n` as an int, a DynExtent kept as it is."""
+    return n if isinstance(n, DynExtent) else int(n)
+
+
 class Const(Expr):
     __slots__ = ("value",)
 
@@ -256,7 +297,7 @@ class IterVar:
 
     def __init__(self, name: str, extent: int, kind: str) -> None:
         self.var = Var(name)
-        self.extent = int(extent)
+        self.extent = keep_extent(extent)
         self.kind = kind
 
     def __repr__(self) -> str:
@@ -285,7 +326,7 @@ class Tensor:
     def __init__(self, shape: Sequence[int], dtype: str, name: str, op: ComputeOp | None = None):
         if dtype not in DTYPES:
             raise TEError(f"unknown dtype {dtype}")
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(keep_extent(d) for d in shape)
         self.dtype = dtype
         self.name = name
         self.op = op

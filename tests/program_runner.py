@@ -8,6 +8,7 @@ Bundle-level tests (make, run_model, sanitizers) live in test_bundle*.py / test_
 from __future__ import annotations
 
 import ctypes
+import math
 import tempfile
 from pathlib import Path
 
@@ -49,14 +50,16 @@ def compile_onnx(model, input_shapes=None, passes: bool = True) -> Program:
     return compile_model(load_graph(model, input_shapes, passes), host_target())
 
 
-def bind_steps(program: Program, inputs: list[np.ndarray]):
+def bind_steps(program: Program, inputs: list[np.ndarray], length: int | None = None):
     """The program's items as calls ready to run, in order: (kernel function, its `bufs`
     pointer array) each, over one arena, the weights and the given inputs as the C executor
     lays them out; returns the calls, the output arrays and what must stay alive with them.
     A loop or a branch is one call too: a Python function with the kernel's signature that
     runs its body as the C executor does (references moved by the iteration, early exit, odd
-    exit, the branch chosen by its condition)."""
+    exit, the branch chosen by its condition). `length`: the run-time dimension's value
+    (a program with one; default its bound): inputs and outputs are dense at that length."""
     lib = link_serial(program.kernel_object)
+    n = program.dims[0].hi if program.dims and length is None else length
     arena = np.zeros(program.arena_size + 64, dtype=np.uint8)
     arena_base = arena.ctypes.data + (-arena.ctypes.data) % 64
     weights = np.frombuffer(program.weights + b"\0" * 64, dtype=np.uint8).copy()
@@ -64,9 +67,12 @@ def bind_steps(program: Program, inputs: list[np.ndarray]):
     ins = []
     for info, a in zip(program.inputs, inputs, strict=True):
         arr = np.array(a, dtype=np.dtype(DTYPES[info.dtype][1]), order="C")  # keeps 0-d
-        assert arr.shape == info.shape, (info.name, arr.shape, info.shape)
+        want = info.at_length(n) if n is not None else info.shape
+        assert arr.shape == want, (info.name, arr.shape, want)
         ins.append(arr)
+    # outputs laid out for the bound; at a shorter length the dense result is their prefix
     outs = [np.zeros(o.shape, dtype=np.dtype(DTYPES[o.dtype][1])) for o in program.outputs]
+    dims = (ctypes.c_int64 * max(1, len(program.dims)))(*([n] if program.dims else []))
     iters = [0] * 8  # the iteration of the loop at each depth
 
     def address(ref: BufferRef) -> int:
@@ -92,7 +98,7 @@ def bind_steps(program: Program, inputs: list[np.ndarray]):
             if not any(r.moves for r in item.args):
                 return fn, ptrs
 
-            def moved(ctx, _ptrs, dims):
+            def moved(ctx, _ptrs, _dims):
                 for k, r in enumerate(item.args):
                     ptrs[k] = address(r)
                 return fn(ctx, ptrs, dims)
@@ -120,20 +126,27 @@ def bind_steps(program: Program, inputs: list[np.ndarray]):
 
     def run(calls, ctx) -> int:
         for fn, ptrs in calls:
-            rc = fn(ctx, ptrs, None)
+            rc = fn(ctx, ptrs, dims)
             if rc:
                 return rc
         return 0
 
     calls = [bind(item) for item in program.steps]
-    return calls, outs, (lib, arena, weights, ins)
+    return calls, outs, (lib, arena, weights, ins, dims)
 
 
-def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
-    calls, outs, _keep = bind_steps(program, inputs)
+def run_program(program: Program, inputs: list[np.ndarray], length: int | None = None
+                ) -> list[np.ndarray]:
+    """The program's outputs on `inputs` (at `length` of its run-time dimension, if it has one)."""
+    calls, outs, keep = bind_steps(program, inputs, length)
+    dims = keep[-1]
     for fn, ptrs in calls:
-        assert fn(None, ptrs, None) == 0
-    return outs
+        assert fn(None, ptrs, dims) == 0
+    if not program.dims:
+        return outs
+    n = program.dims[0].hi if length is None else length
+    return [o.reshape(-1)[:math.prod(info.at_length(n))].reshape(info.at_length(n))
+            for o, info in zip(outs, program.outputs, strict=True)]
 
 
 def ort_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:

@@ -10,6 +10,15 @@ import numpy as np
 
 Storage = Literal["arena", "weight", "input", "output"]
 
+
+@dataclass(frozen=True)
+class RunTimeDim:
+    """A dimension known only at run time: `name` (the input axis that gave it), lo..hi."""
+
+    name: str
+    lo: int
+    hi: int
+
 # ONNX-facing dtype names used everywhere in the package layer, with their C and numpy forms.
 DTYPES: dict[str, tuple[str, str]] = {
     # name: (C type, numpy dtype str)
@@ -52,7 +61,12 @@ def dtype_size(dtype: str) -> int:
 class TensorInfo:
     name: str
     dtype: str  # a key of DTYPES
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # at the bound where an axis follows the run-time dimension
+    dyn_axes: tuple[int, ...] = ()  # the axes that follow it (the first longer than 1)
+
+    def at_length(self, n: int) -> tuple[int, ...]:
+        """The shape when the run-time dimension is n."""
+        return tuple(n if i in self.dyn_axes else d for i, d in enumerate(self.shape))
 
     @property
     def nbytes(self) -> int:
@@ -150,4 +164,6 @@ class Program:
     cpu: str
     cpu_features: list[str] = field(default_factory=list)  # checked at create (x86: avx2, ...)
     num_threads: int = 0  # compile-time default; 0 = all online cores
+    # dimensions left symbolic (at most one for now): kernels read its value from `dims`
+    dims: list[RunTimeDim] = field(default_factory=list)
     stats: dict[str, object] = field(default_factory=dict)

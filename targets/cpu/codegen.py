@@ -13,7 +13,19 @@ import llvmlite.binding as llvm
 
 from lowering import te
 from lowering.affine import interval, simplify_index
-from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call, For, Kernel, Prefetch, Seq, Stmt, Store
+from lowering.loop_ir import (
+    Buffer,
+    BufLoad,
+    BufPtr,
+    Call,
+    For,
+    Kernel,
+    Prefetch,
+    Seq,
+    Stmt,
+    Store,
+    kernel_dims,
+)
 from lowering.partition import partition_kernel
 from targets.cpu import microkernels, narrow_ir
 from targets.cpu.target import CpuTarget, target_machine
@@ -135,21 +147,33 @@ class _KernelEmitter:
             own = mod.md(scopes[i])
             others = ", ".join(s for j, s in enumerate(scopes) if j != i)
             self.scope_md[id(b)] = (own, mod.md(others) if others else "")
+        self.dims = kernel_dims(kernel)  # the run-time dimensions it reads
 
     def emit(self) -> None:
         k = self.kernel
         f = _FunctionEmitter(self, f"define i32 @{k.name}(ptr %ctx, ptr %bufs, ptr %dims) nounwind{self.mod.fn_attrs}",
                              "%bufs")
+        env = "%bufs"
+        if self.dims and any(isinstance(st, For) and st.kind == "parallel" for st in k.stages):
+            # outlined bodies read the run-time dims too: their env is {bufs, dims}
+            env = "%env"
+            f.line("%env = alloca [2 x ptr], align 8")
+            f.line("store ptr %bufs, ptr %env, align 8")
+            f.line("%env.dimsp = getelementptr ptr, ptr %env, i64 1")
+            f.line("store ptr %dims, ptr %env.dimsp, align 8")
         for i, stage in enumerate(k.stages):
             if isinstance(stage, For) and stage.kind == "parallel":
-                if not (isinstance(stage.extent, te.Const) and isinstance(stage.start, te.Const)):
-                    raise ValueError("parallel loop needs constant bounds")
-                count = int(stage.extent.value) - int(stage.start.value)
-                if count <= 0:
-                    continue
+                if not isinstance(stage.start, te.Const):
+                    raise ValueError("parallel loop needs a constant start")
+                if isinstance(stage.extent, te.Const):
+                    count = str(int(stage.extent.value) - int(stage.start.value))
+                    if int(count) <= 0:
+                        continue
+                else:  # runs to a run-time dimension
+                    count = f.expr(stage.extent - stage.start)
                 body_name = f"{k.name}_par{i}"
                 self._emit_parallel_body(body_name, stage)
-                f.line(f"call void @aotc_parallel_for(ptr %ctx, ptr @{body_name}, ptr %bufs, "
+                f.line(f"call void @aotc_parallel_for(ptr %ctx, ptr @{body_name}, ptr {env}, "
                        f"i64 {count})")
             else:
                 f.stmt(stage)
@@ -161,11 +185,13 @@ class _KernelEmitter:
         ranges of [0, extent - start), shifted here by the start."""
         f = _FunctionEmitter(
             self, f"define internal void @{name}(ptr %env, i64 %lo, i64 %hi) nounwind{self.mod.fn_attrs}",
-            "%env"
+            "%env", in_env=bool(self.dims)
         )
-        assert isinstance(loop.start, te.Const) and isinstance(loop.extent, te.Const)
-        start, end = int(loop.start.value), int(loop.extent.value)
-        f.ranges[loop.var] = (start, end - 1)
+        assert isinstance(loop.start, te.Const)
+        start = int(loop.start.value)
+        end = interval(loop.extent, f.ranges)
+        assert end is not None, f"parallel loop extent {loop.extent!r} has no bound"
+        f.ranges[loop.var] = (start, end[1] - 1)
         lo, hi = "%lo", "%hi"
         if start:
             lo, hi = f.tmp(), f.tmp()
@@ -177,7 +203,8 @@ class _KernelEmitter:
 
 
 class _FunctionEmitter:
-    def __init__(self, kemit: _KernelEmitter, header: str, bufs_arg: str) -> None:
+    def __init__(self, kemit: _KernelEmitter, header: str, bufs_arg: str,
+                 in_env: bool = False) -> None:
         self.k = kemit
         self.mod = kemit.mod
         self.header = header
@@ -188,6 +215,18 @@ class _FunctionEmitter:
         self.ranges: dict[te.Var, tuple[int, int]] = {}  # loop variable -> [lo, hi]
         self.reductions = 0  # vectorised reduction loops (interleave > 0) around the code
         self.ptr: dict[int, str] = {}
+        dims_arg = "%dims"
+        if in_env:  # an outlined body of a kernel that reads run-time dims: env = {bufs, dims}
+            self.line("%env.bufs = load ptr, ptr %env, align 8")
+            self.line("%env.dimsp = getelementptr ptr, ptr %env, i64 1")
+            self.line("%env.dims = load ptr, ptr %env.dimsp, align 8")
+            bufs_arg, dims_arg = "%env.bufs", "%env.dims"
+        for d in kemit.dims:
+            gep = self.tmp()
+            self.line(f"{gep} = getelementptr i64, ptr {dims_arg}, i64 {d.index}")
+            self.vars[d] = f"%{d.name}"
+            self.line(f"%{d.name} = load i64, ptr {gep}, align 8")
+            self.ranges[d] = (d.lo, d.hi)
         for i, b in enumerate(kemit.kernel.buffers):
             gep = self.tmp()
             self.line(f"{gep} = getelementptr ptr, ptr {bufs_arg}, i64 {i}")
