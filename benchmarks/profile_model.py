@@ -84,6 +84,11 @@ def ort_node_times(model: Path, runs: int, rng: np.random.Generator
     return [(n, ops[n], statistics.median(d[2:] or d)) for n, d in durations.items()]
 
 
+def _ratio(a: float, b: float, fmt: str = ".2f") -> str:
+    """a / b, or blank where b is 0 (a model without products has no product ratio)."""
+    return f"{a / b:{fmt}}" if b else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", type=Path)
@@ -101,8 +106,9 @@ def main() -> None:
     theirs_products = sum(t for _, op, t in theirs if op in ORT_PRODUCTS)
     flops = sum(f for _, _, f in ours)
     rows = [["convolutions and matrix products", f"{ours_products * 1e3:.2f}",
-             f"{theirs_products * 1e3:.2f}", f"{ours_products / theirs_products:.2f}",
-             f"{flops / ours_products / 1e9:.1f}", f"{flops / theirs_products / 1e9:.1f}"],
+             f"{theirs_products * 1e3:.2f}", _ratio(ours_products, theirs_products),
+             _ratio(flops / 1e9, ours_products, ".1f"),
+             _ratio(flops / 1e9, theirs_products, ".1f")],
             ["everything else", f"{(sum(t for _, t, _ in ours) - ours_products) * 1e3:.2f}",
              f"{(sum(t for *_, t in theirs) - theirs_products) * 1e3:.2f}", "", "", ""],
             ["total (sum of kernels)", f"{sum(t for _, t, _ in ours) * 1e3:.2f}",
