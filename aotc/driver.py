@@ -220,7 +220,7 @@ def _rewrite_dynamic(model: Path, shapes: dict[str, tuple[int, ...]],
         at_hi = run_stage("load + infer shapes", lambda: load(dim.hi))
         at_lo = run_stage("load + infer shapes (bound - 1)", lambda: load(dim.hi - 1))
         dyn.check_constants(at_hi, at_lo)
-        dyn.check_nodes(at_hi, dyn.follow_axes(at_hi, at_lo, dim))
+        dyn.check_nodes(at_hi, dyn.follow_axes(at_hi, at_lo, dim), dim)
         at_hi = run_stage("graph passes", lambda: run_passes(at_hi, disabled_passes or [], log))
         at_lo = run_passes(at_lo, disabled_passes or [])
         axes = dyn.follow_axes(at_hi, at_lo, dim)

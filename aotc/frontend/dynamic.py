@@ -119,6 +119,8 @@ def _value_pairs(at_hi: ir.Model, at_lo: ir.Model) -> Iterator[tuple[ir.Value, i
         raise AotcError(f"the graph has {len(a)} nodes at the bound and {len(b)} one shorter: "
                         "shape arithmetic changes it", hint=_HINT)
     yield from zip(at_hi.graph.inputs, at_lo.graph.inputs, strict=True)
+    lo_inits = at_lo.graph.initializers
+    yield from ((v, lo_inits[n]) for n, v in at_hi.graph.initializers.items() if n in lo_inits)
     for x, y in zip(a, b, strict=True):
         yield from zip(x.outputs, y.outputs, strict=True)
 
@@ -180,7 +182,38 @@ def _normal_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
-def _refuse_reason(node: ir.Node, axes: dict[str, tuple[int, ...]]) -> str | None:
+def _gather_reason(node: ir.Node, axes: dict[str, tuple[int, ...]], axis: int, data_axis: int,
+                   dim: RunTimeDim) -> str | None:
+    """A gather along the run-time axis: safe when its indices are constants that, at every
+    length, address only positions inside it (0 <= index <= the index's own position along
+    the run-time axis, as an arange; below the shortest length where they do not follow it)."""
+    ind = node.inputs[1]
+    why = ("gathering along the run-time axis needs constant indices that stay inside it at "
+           "every length (an arange)")
+    if ind is None or ind.const_value is None:
+        return why
+    idx = ind.const_value.numpy().astype(np.int64)
+    follow = list(axes.get(ind.name, ()))
+    if axis == -1:  # GatherND: the component that addresses the data's run-time axis
+        if data_axis >= idx.shape[-1]:
+            return None
+        idx = idx[..., data_axis]
+        follow = [a for a in follow if a < idx.ndim]
+    if idx.size == 0:
+        return None
+    if (idx < 0).any():
+        return why
+    if not follow:
+        return None if int(idx.max()) < dim.lo else why
+    limit = np.full(idx.shape, np.iinfo(np.int64).max)
+    for a in follow:
+        pos = np.arange(idx.shape[a]).reshape([-1 if k == a else 1 for k in range(idx.ndim)])
+        limit = np.minimum(limit, pos)
+    return None if (idx <= limit).all() else why
+
+
+def _refuse_reason(node: ir.Node, axes: dict[str, tuple[int, ...]],
+                   dim: RunTimeDim) -> str | None:
     """Why `node` cannot take the run-time dimension on the axes it has there, or None."""
     from aotc.passes.fusion_regions import ELEMENTWISE_OPS
 
@@ -204,9 +237,16 @@ def _refuse_reason(node: ir.Node, axes: dict[str, tuple[int, ...]]) -> str | Non
         axis = _normal_axis(_attr_int(node, "axis", -1), rank)
         return ("normalising over the run-time axis is not supported yet"
                 if any(a >= axis for a in in_axes) else None)
-    if op == "Gather":
-        axis = _normal_axis(_attr_int(node, "axis", 0), rank)
-        return "gathering along the run-time axis is not supported yet" if axis in in_axes else None
+    if op in ("Gather", "GatherElements", "GatherND"):
+        if op == "GatherND":
+            if _attr_int(node, "batch_dims", 0) or not in_axes:
+                return None if not in_axes else "batch_dims is not supported with it yet"
+            axis = -1
+        else:
+            axis = _normal_axis(_attr_int(node, "axis", 0), rank)
+            if axis not in in_axes:
+                return None
+        return _gather_reason(node, axes, axis, in_axes[0], dim)
     if op == "Concat":
         axis = _normal_axis(_attr_int(node, "axis", 0), rank)
         along = any(axis in axes.get(v.name, ()) for v in node.inputs if v is not None)
@@ -234,14 +274,14 @@ def _refuse_reason(node: ir.Node, axes: dict[str, tuple[int, ...]]) -> str | Non
     return "this operator does not take a run-time dimension yet"
 
 
-def check_nodes(at_hi: ir.Model, axes: dict[str, tuple[int, ...]]) -> None:
+def check_nodes(at_hi: ir.Model, axes: dict[str, tuple[int, ...]], dim: RunTimeDim) -> None:
     """Every node that touches a value following the dimension can run it (one error per model,
     naming the first node that cannot)."""
     for node in at_hi.graph:
         touched = [v for v in (*node.inputs, *node.outputs) if v is not None and v.name in axes]
         if not touched:
             continue
-        reason = _refuse_reason(node, axes)
+        reason = _refuse_reason(node, axes, dim)
         if reason is not None:
-            raise AotcError(f"node '{node.name}' ({node.op_type}) reads or writes the run-time "
-                            f"dimension: {reason}", node=node.name, op=node.op_type, hint=_HINT)
+            raise AotcError(f"cannot take the run-time dimension: {reason}", node=node.name,
+                            op=node.op_type, hint=_HINT)
