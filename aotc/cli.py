@@ -50,7 +50,7 @@ class Emit(str, Enum):
 
 InputShape = Annotated[
     list[str] | None,
-    typer.Option("--input-shape", help="Bind an input's shape: name=d0,d1,... (repeatable)."),
+    typer.Option("--input-shape", help="Bind an input's shape: name=d0,d1,... (repeatable); a dimension lo..hi is left to run time, up to hi."),
 ]
 
 
@@ -267,6 +267,7 @@ def verify(
     cc: Annotated[str, typer.Option(help="C compiler for building the bundle")] = "cc",
     runner: Annotated[str | None, typer.Option(help="Run run_model under this command, e.g. 'qemu-aarch64 -L /usr/aarch64-linux-gnu'")] = None,
     seed: int = 0,
+    length: Annotated[int | None, typer.Option(help="Run a bundle with a run-time dimension at this length (default: its maximum)")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Build BUNDLE, run it on random inputs, and compare its outputs with onnxruntime."""
@@ -275,7 +276,8 @@ def verify(
 
         reports = verify_bundle(model, bundle, input_shapes=input_shape or [], runs=runs,
                                 tol=tol, threads=threads, cc=cc,
-                                runner=runner.split() if runner else None, seed=seed)
+                                runner=runner.split() if runner else None, seed=seed,
+                                length=length)
         table = Table(title=f"aotc verify: {bundle}/ vs onnxruntime")
         for col in ("run", "output", "max abs error", "scale", "result"):
             table.add_column(col)

@@ -183,8 +183,10 @@ def check_host_runs(manifest: dict, bundle: str) -> None:
 def verify_bundle(
     model_path: Path, bundle: Path, *, input_shapes: list[str], runs: int = 2,
     tol: float = 1e-4, threads: int = 0, cc: str = "cc", runner: list[str] | None = None,
-    seed: int = 0,
+    seed: int = 0, length: int | None = None,
 ) -> list[OutputReport]:
+    """`length`: the run-time dimension's value to run a bundle that has one at (default its
+    maximum)."""
     from aotc.package.build import BuildError, RunModelError, build_bundle, run_model_process
     from aotc.package.output_folder import read_manifest
 
@@ -197,10 +199,17 @@ def verify_bundle(
                         hint="create one with `aotc optimize MODEL -o FOLDER`")
     model = load_checked(Path(model_path), with_data=True)
     model_inputs = check_model_matches(model, manifest, where)
+    dims = manifest.get("dims") or []
+    if length is not None:
+        if not dims:
+            raise AotcError("--length: the bundle has no run-time dimension", file=where)
+        if not dims[0]["min"] <= length <= dims[0]["max"]:
+            raise AotcError(f"--length {length} is outside the bundle's run-time dimension "
+                            f"({dims[0]['min']} to {dims[0]['max']})", file=where)
     if input_shapes:
-        from aotc.frontend import parse_input_shapes
+        from aotc.frontend.dynamic import parse_input_ranges
 
-        for name, shape in parse_input_shapes(input_shapes).items():
+        for name, shape in parse_input_ranges(input_shapes)[0].items():
             spec = next((i for i in manifest["inputs"] if i["name"] == name), None)
             if spec is None or tuple(spec["shape"]) != tuple(shape):
                 raise AotcError(f"--input-shape {name}={','.join(map(str, shape))} does not "
@@ -221,8 +230,12 @@ def verify_bundle(
     rng = np.random.default_rng(seed)
     reports = []
     tol = max(tol, half_tolerance(model))
+    specs = manifest["inputs"]
+    if length is not None:
+        specs = [{**s, "shape": [length if i in s.get("dim_axes", ()) else d
+                                 for i, d in enumerate(s["shape"])]} for s in specs]
     for run in range(runs):
-        arrays = random_inputs(manifest["inputs"], model, rng)
+        arrays = random_inputs(specs, model, rng)
         try:
             got = run_model_process(Path(bundle), arrays, threads=threads or None, runner=runner)
         except RunModelError as e:

@@ -79,6 +79,15 @@ typedef struct aotc_model_desc {
     uint64_t workspace_size;  /* bytes NAME_run needs as its workspace */
     uint64_t workspace_align; /* the workspace's required alignment */
     const char *triple;       /* target the kernels were compiled for */
+    /* Dimensions known only at run time (0 for a static model): dimension k runs from
+     * dims_min[k] to dims_max[k]; the shapes above hold dims_max[k] on the axes that follow it,
+     * input_dim_axes[i] / output_dim_axes[i] (-1: none), the first axis longer than 1 of its
+     * tensor, so a dense tensor at a shorter length is a prefix of its buffer. */
+    int32_t num_dims;
+    const int64_t *dims_min;
+    const int64_t *dims_max;
+    const int32_t *input_dim_axes;
+    const int32_t *output_dim_axes;
 } aotc_model_desc;
 
 #ifdef __cplusplus

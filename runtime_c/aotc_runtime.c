@@ -72,7 +72,7 @@ static void *resolve(const aotc_ref *r, const int64_t *iter, unsigned char *aren
 
 int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aotc_ref *refs,
                  unsigned char *arena, const unsigned char *weights, const void *const *inputs,
-                 void *const *outputs) {
+                 void *const *outputs, const int64_t *dims) {
     void *bufs[AOTC_MAX_ARGS];
     int64_t iter[AOTC_MAX_LOOP_DEPTH] = {0};
     int32_t s = 0, a;
@@ -96,7 +96,7 @@ int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aot
         }
         switch (step->kind) {
         case AOTC_STEP_KERNEL:
-            rc = step->kernel(ctx, bufs, NULL);
+            rc = step->kernel(ctx, bufs, dims);
             if (rc != 0) return AOTC_ERR_KERNEL;
             break;
         case AOTC_STEP_LOOP:
@@ -149,17 +149,34 @@ int aotc_check_weights(const aotc_model *m, const void *weights, uint64_t size) 
     return AOTC_OK;
 }
 
+int aotc_check_dims(const aotc_model *m, const int64_t *dims, const int64_t **out_dims) {
+    const aotc_model_desc *d = m->desc;
+    int32_t k;
+    *out_dims = d->num_dims > 0 ? (dims != NULL ? dims : d->dims_max) : NULL;
+    for (k = 0; dims != NULL && k < d->num_dims; ++k)
+        if (dims[k] < d->dims_min[k] || dims[k] > d->dims_max[k]) return AOTC_ERR_BAD_SIZE;
+    return AOTC_OK;
+}
+
 int aotc_model_run(const aotc_model *m, const unsigned char *weights, const void *const *inputs,
                    void *const *outputs, void *workspace) {
+    return aotc_model_run_dims(m, weights, NULL, inputs, outputs, workspace);
+}
+
+int aotc_model_run_dims(const aotc_model *m, const unsigned char *weights, const int64_t *dims,
+                        const void *const *inputs, void *const *outputs, void *workspace) {
+    const int64_t *run_dims = NULL;
     int rc;
     if (m == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    rc = aotc_check_dims(m, dims, &run_dims);
+    if (rc != AOTC_OK) return rc;
     rc = check_call(m, inputs, outputs);
     if (rc != AOTC_OK) return rc;
     if (workspace == NULL && m->desc->workspace_size > 0) return AOTC_ERR_NULL_ARGUMENT;
     if ((uintptr_t)workspace % AOTC_WORKSPACE_ALIGN != 0) return AOTC_ERR_MISALIGNED_WORKSPACE;
     if (m->cpu_missing != NULL && m->cpu_missing() != NULL) return AOTC_ERR_UNSUPPORTED_CPU;
     return aotc_execute(NULL, m->steps, m->num_steps, m->refs, (unsigned char *)workspace,
-                        weights, inputs, outputs);
+                        weights, inputs, outputs, run_dims);
 }
 
 static int parse_threads(const char *text, int *out) {
@@ -241,12 +258,20 @@ int aotc_context_create(const aotc_model *m, const unsigned char *weights, aotc_
 }
 
 int aotc_context_run(aotc_context *c, const void *const *inputs, void *const *outputs) {
+    return aotc_context_run_dims(c, NULL, inputs, outputs);
+}
+
+int aotc_context_run_dims(aotc_context *c, const int64_t *dims, const void *const *inputs,
+                          void *const *outputs) {
+    const int64_t *run_dims = NULL;
     int rc;
     if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    rc = aotc_check_dims(c->model, dims, &run_dims);
+    if (rc != AOTC_OK) return rc;
     rc = check_call(c->model, inputs, outputs);
     if (rc != AOTC_OK) return rc;
     return aotc_execute(c->pool, c->model->steps, c->model->num_steps, c->model->refs,
-                        (unsigned char *)c->workspace, c->weights, inputs, outputs);
+                        (unsigned char *)c->workspace, c->weights, inputs, outputs, run_dims);
 }
 
 void aotc_context_destroy(aotc_context *c) {

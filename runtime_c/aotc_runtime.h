@@ -54,7 +54,7 @@ typedef struct aotc_ref {
 /* What a step does. Its references (refs[first_ref] .., num_args of them) are the kernel's
  * arguments, or the one bool a control step reads. */
 enum aotc_step_kind {
-    AOTC_STEP_KERNEL = 0,   /* kernel(ctx, bufs, NULL) */
+    AOTC_STEP_KERNEL = 0,   /* kernel(ctx, bufs, dims) */
     AOTC_STEP_LOOP = 1,     /* a loop at depth `level` of `count` iterations: its body follows,
                                `target` is its LOOP_END; with a reference, skipped when false */
     AOTC_STEP_LOOP_END = 2, /* back to `target` (its LOOP) while iterations are left and the
@@ -117,10 +117,15 @@ void aotc_parallel_for(void *ctx, aotc_body_fn body, void *env, int64_t n) AOTC_
 /* ---- executor and contexts (aotc_runtime.c) ---- */
 
 /* Runs the step table (kernels, loops and branches: enum aotc_step_kind); stops at the first
- * kernel that returns non-zero. Loop iterations live on its stack: nothing is allocated. */
+ * kernel that returns non-zero. Loop iterations live on its stack: nothing is allocated. Every
+ * kernel gets `dims`, the run-time dimensions' values (NULL for a static model). */
 int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aotc_ref *refs,
                  unsigned char *arena, const unsigned char *weights, const void *const *inputs,
-                 void *const *outputs) AOTC_INTERNAL;
+                 void *const *outputs, const int64_t *dims) AOTC_INTERNAL;
+
+/* AOTC_OK when `dims` (desc->num_dims values; NULL: each at its maximum) lie in their ranges,
+ * else AOTC_ERR_BAD_SIZE; *out_dims is what kernels get. */
+int aotc_check_dims(const aotc_model *model, const int64_t *dims, const int64_t **out_dims) AOTC_INTERNAL;
 
 /* AOTC_OK when `weights` can serve as the model's weights: weights_size bytes (`size`),
  * AOTC_WEIGHTS_ALIGN-aligned, not NULL unless the model has none. */
@@ -129,6 +134,9 @@ int aotc_check_weights(const aotc_model *model, const void *weights, uint64_t si
 /* Checks the arguments and the CPU, then runs the model single-threaded in `workspace`. */
 int aotc_model_run(const aotc_model *model, const unsigned char *weights,
                    const void *const *inputs, void *const *outputs, void *workspace) AOTC_INTERNAL;
+/* aotc_model_run at the run-time dimensions `dims` (aotc_check_dims). */
+int aotc_model_run_dims(const aotc_model *model, const unsigned char *weights, const int64_t *dims,
+                        const void *const *inputs, void *const *outputs, void *workspace) AOTC_INTERNAL;
 
 /* requested > 0: that; else $AOTC_NUM_THREADS, else compile_default, else online cores. */
 int aotc_resolve_num_threads(int requested, int compile_default, int *out_num_threads) AOTC_INTERNAL;
@@ -138,6 +146,9 @@ typedef struct aotc_context aotc_context;
 int aotc_context_create(const aotc_model *model, const unsigned char *weights,
                         aotc_context **out_ctx, int num_threads) AOTC_INTERNAL;
 int aotc_context_run(aotc_context *ctx, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
+/* aotc_context_run at the run-time dimensions `dims` (aotc_check_dims). */
+int aotc_context_run_dims(aotc_context *ctx, const int64_t *dims, const void *const *inputs,
+                          void *const *outputs) AOTC_INTERNAL;
 void aotc_context_destroy(aotc_context *ctx) AOTC_INTERNAL;
 int aotc_context_num_threads(const aotc_context *ctx) AOTC_INTERNAL;
 /* aotc_pool_set_outside for the context's pool (between runs). */

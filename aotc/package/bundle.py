@@ -19,7 +19,11 @@ __all__ = ["MANIFEST", "bundle_files", "manifest", "write_bundle"]
 
 
 def _tensor_json(t: TensorInfo) -> dict[str, object]:
-    return {"name": t.name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes}
+    out: dict[str, object] = {"name": t.name, "dtype": t.dtype, "shape": list(t.shape),
+                              "bytes": t.nbytes}
+    if t.dyn_axes:  # the axes that follow the run-time dimension (shape: at its maximum)
+        out["dim_axes"] = list(t.dyn_axes)
+    return out
 
 
 def manifest(program: Program, weights_format: str) -> dict[str, object]:
@@ -34,6 +38,8 @@ def manifest(program: Program, weights_format: str) -> dict[str, object]:
         "num_threads": program.num_threads,
         "inputs": [_tensor_json(t) for t in program.inputs],
         "outputs": [_tensor_json(t) for t in program.outputs],
+        **({"dims": [{"name": d.name, "min": d.lo, "max": d.hi} for d in program.dims]}
+           if program.dims else {}),
         "steps": len(program.steps),
         "arena_size": program.arena_size,
         "arena_lower_bound": program.arena_lower_bound,

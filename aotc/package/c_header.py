@@ -35,7 +35,49 @@ def _macros(program: Program) -> list[str]:
         lines.append(f"#define {up}_INPUT_{i}_SIZE {t.nbytes} /* {describe_tensor(t)} */")
     for i, t in enumerate(program.outputs):
         lines.append(f"#define {up}_OUTPUT_{i}_SIZE {t.nbytes} /* {describe_tensor(t)} */")
+    if program.dims:
+        lines.append(f"#define {up}_NUM_DIMS {len(program.dims)} /* dimensions known only at run time */")
+        for k, d in enumerate(program.dims):
+            lines.append(f"#define {up}_DIM_{k}_MIN {d.lo} /* {comment_safe(d.name)} */")
+            lines.append(f"#define {up}_DIM_{k}_MAX {d.hi} /* the bound sizes are planned for */")
     return lines
+
+
+def _dims_comment(program: Program) -> list[str]:
+    if not program.dims:
+        return []
+    lines = [" *", " * Dimensions known only at run time (the sizes above are at their maximum):"]
+    for k, d in enumerate(program.dims):
+        lines.append(f" *   dim {k}: {comment_safe(d.name)}, {d.lo} to {d.hi}")
+    for kind, tensors in (("input", program.inputs), ("output", program.outputs)):
+        for i, t in enumerate(tensors):
+            if t.dyn_axes:
+                lines.append(f" *   {kind} {i} axis {t.dyn_axes[0]} is dim 0")
+    lines.append(f" * {program.name}_run_dims / {program.name}_run_context_dims take their values; at a "
+                 "shorter length")
+    lines.append(" * inputs and outputs are dense at that length (a prefix of the buffers above); "
+                 "a value out")
+    lines.append(" * of range returns AOTC_ERR_BAD_SIZE. The other run functions run at the maximum.")
+    return lines
+
+
+def _dims_api(program: Program) -> list[str]:
+    if not program.dims:
+        return []
+    n, up = program.name, program.name.upper()
+    return [
+        f"/* {n}_run, {n}_run_with_weights and {n}_run_context at the run-time dimensions",
+        f" * dims[0 .. {up}_NUM_DIMS - 1], each within its {up}_DIM_k_MIN .. {up}_DIM_k_MAX",
+        " * (else AOTC_ERR_BAD_SIZE, nothing run); inputs and outputs dense at those lengths. */",
+        f"int {n}_run_dims(const int64_t *dims, const void *const *inputs, void *const *outputs,",
+        "                 void *workspace);",
+        f"int {n}_run_dims_with_weights(const int64_t *dims, const void *const *inputs,",
+        "                              void *const *outputs, void *workspace, const void *weights,",
+        "                              uint64_t weights_size);",
+        f"int {n}_run_context_dims({n}_context *ctx, const int64_t *dims, const void *const *inputs,",
+        "                         void *const *outputs);",
+        "",
+    ]
 
 
 def render_header(program: Program) -> str:
@@ -53,6 +95,7 @@ def render_header(program: Program) -> str:
         f"needs {comment_safe(feats)}).",
         " *",
         *_io_comment(program),
+        *_dims_comment(program),
         " *",
         " * Every function returns AOTC_OK (0) or an AOTC_ERR_* status (aotc_api.h); none aborts.",
         " * Thread safety: one context per thread; different contexts (and "
@@ -97,6 +140,7 @@ def render_header(program: Program) -> str:
         " * a time (different contexts may run concurrently). */",
         f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
         "",
+        *_dims_api(program),
         "/* Stops ctx's threads and frees everything it owns; NULL is a no-op. */",
         f"void {n}_destroy({n}_context *ctx);",
         "",

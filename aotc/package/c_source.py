@@ -71,6 +71,46 @@ def _tables(program: Program) -> tuple[list[str], str, str, int]:
     return lines, f"{n}_steps", f"{n}_refs", len(rows)
 
 
+def _dims_table(program: Program) -> tuple[list[str], str]:
+    """A model with run-time dimensions: their ranges and the inputs'/outputs' axes that follow
+    them, as the descriptor's trailing fields (nothing for a static model)."""
+    if not program.dims:
+        return [], ""
+    n = program.name
+
+    def axes(tensors: list[TensorInfo]) -> str:
+        return ", ".join(str(t.dyn_axes[0] if t.dyn_axes else -1) for t in tensors) or "-1"
+
+    lines = [
+        f"static const int64_t {n}_dims_min[] = {{{', '.join(str(d.lo) for d in program.dims)}}};",
+        f"static const int64_t {n}_dims_max[] = {{{', '.join(str(d.hi) for d in program.dims)}}};",
+        f"static const int32_t {n}_input_dim_axes[] = {{{axes(program.inputs)}}};",
+        f"static const int32_t {n}_output_dim_axes[] = {{{axes(program.outputs)}}};",
+    ]
+    return lines, (f",\n    {len(program.dims)}, {n}_dims_min, {n}_dims_max, "
+                   f"{n}_input_dim_axes, {n}_output_dim_axes")
+
+
+def _dims_api(n: str) -> str:
+    return f"""
+int {n}_run_dims_with_weights(const int64_t *dims, const void *const *inputs,
+                              void *const *outputs, void *workspace, const void *weights,
+                              uint64_t weights_size) {{
+    int rc = aotc_check_weights(&{n}_program, weights, weights_size);
+    if (rc != AOTC_OK) return rc;
+    if (dims == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    return aotc_model_run_dims(&{n}_program, (const unsigned char *)weights, dims, inputs,
+                               outputs, workspace);
+}}
+
+int {n}_run_context_dims({n}_context *ctx, const int64_t *dims, const void *const *inputs,
+                         void *const *outputs) {{
+    if (dims == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    return aotc_context_run_dims((aotc_context *)(void *)ctx, dims, inputs, outputs);
+}}
+"""
+
+
 def _api(n: str) -> str:
     return f"""\
 int {n}_run_with_weights(const void *const *inputs, void *const *outputs, void *workspace,
@@ -134,6 +174,12 @@ def render_linked_source(program: Program) -> str:
         f"{up}_WEIGHTS_SIZE);",
         "}",
         "",
+        *([f"int {n}_run_dims(const int64_t *dims, const void *const *inputs, "
+           "void *const *outputs, void *workspace) {",
+           f"    return {n}_run_dims_with_weights(dims, inputs, outputs, workspace, "
+           f"{n}_weights, {up}_WEIGHTS_SIZE);",
+           "}",
+           ""] if program.dims else []),
     ])
 
 
@@ -143,6 +189,7 @@ def render_source(program: Program) -> str:
     in_lines, in_expr = _tensor_table(n, "input", program.inputs)
     out_lines, out_expr = _tensor_table(n, "output", program.outputs)
     table_lines, steps_expr, refs_expr, num_steps = _tables(program)
+    dims_lines, dims_fields = _dims_table(program)
     auxv = cpu_check.needs_auxv(program.triple, program.cpu_features)
     lines = [
         banner(f"executor tables and API of the model '{n}' (see {n}.h)"),
@@ -159,10 +206,11 @@ def render_source(program: Program) -> str:
         "",
         *in_lines,
         *out_lines,
+        *dims_lines,
         "",
         f"static const aotc_model_desc {n}_desc = {{",
         f"    {c_string(n)}, {len(program.inputs)}, {in_expr}, {len(program.outputs)}, {out_expr},",
-        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {c_string(program.triple)}",
+        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {c_string(program.triple)}{dims_fields}",
         "};",
         "",
         *table_lines,
@@ -175,5 +223,6 @@ def render_source(program: Program) -> str:
         "};",
         "",
         _api(n),
+        *([_dims_api(n)] if program.dims else []),
     ]
     return "\n".join(lines)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +45,11 @@ class ModelDesc(ctypes.Structure):
         ("workspace_size", ctypes.c_uint64),
         ("workspace_align", ctypes.c_uint64),
         ("triple", ctypes.c_char_p),
+        ("num_dims", ctypes.c_int32),
+        ("dims_min", ctypes.POINTER(ctypes.c_int64)),
+        ("dims_max", ctypes.POINTER(ctypes.c_int64)),
+        ("input_dim_axes", ctypes.POINTER(ctypes.c_int32)),
+        ("output_dim_axes", ctypes.POINTER(ctypes.c_int32)),
     ]
 
 
@@ -56,12 +62,15 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype | str, align: int = 64
     return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
-def _tensors(descs: ctypes._Pointer, count: int) -> list[TensorInfo]:
+def _tensors(descs: ctypes._Pointer, count: int, dim_axes: ctypes._Pointer | None = None
+             ) -> list[TensorInfo]:
     out = []
     for i in range(count):
         d = descs[i]
         shape = tuple(int(d.shape[k]) for k in range(d.rank))
-        out.append(TensorInfo(d.name.decode(), d.dtype_name.decode(), shape))
+        axis = int(dim_axes[i]) if dim_axes else -1
+        out.append(TensorInfo(d.name.decode(), d.dtype_name.decode(), shape,
+                              (axis,) if axis >= 0 else ()))
     return out
 
 
@@ -102,8 +111,18 @@ class LoadedBundle:
         describe = lib[f"{n}_describe"]
         describe.restype = ctypes.POINTER(ModelDesc)
         desc = describe().contents
-        self.inputs = _tensors(desc.inputs, desc.num_inputs)
-        self.outputs = _tensors(desc.outputs, desc.num_outputs)
+        dynamic = desc.num_dims > 0
+        self.inputs = _tensors(desc.inputs, desc.num_inputs,
+                               desc.input_dim_axes if dynamic else None)
+        self.outputs = _tensors(desc.outputs, desc.num_outputs,
+                                desc.output_dim_axes if dynamic else None)
+        # the run-time dimension's range (a model with one), else None
+        self.dim_range = (int(desc.dims_min[0]), int(desc.dims_max[0])) if dynamic else None
+        if dynamic:
+            self._run_context_dims = lib[f"{n}_run_context_dims"]
+            self._run_context_dims.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
+                                               ctypes.c_void_p, ctypes.c_void_p]
+            self._run_context_dims.restype = ctypes.c_int
         self.workspace_size = int(desc.workspace_size)
         self.workspace_align = int(desc.workspace_align)
 
@@ -119,14 +138,16 @@ class LoadedBundle:
         if status != 0:
             raise BundleError(function, status, self.status_message(status))
 
-    def _prepare(self, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def _prepare(self, inputs: list[np.ndarray], length: int | None = None
+                 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         if len(inputs) != len(self.inputs):
             raise ValueError(f"{self.name}: expected {len(self.inputs)} inputs, got {len(inputs)}")
         ins = []
         for x, info in zip(inputs, self.inputs, strict=True):
             x = np.asarray(x, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
             want = np.dtype(DTYPES[info.dtype][1])
-            if x.dtype != want or x.shape != info.shape:
+            shape = info.shape if length is None else info.at_length(length)
+            if x.dtype != want or x.shape != shape:
                 raise ValueError(
                     f"{self.name}: input '{info.name}' must be {info.dtype}{list(info.shape)}, "
                     f"got {x.dtype}{list(x.shape)}"
@@ -153,6 +174,23 @@ class LoadedBundle:
         status = self._run_context(self._ctx, _pointer_array(ins), _pointer_array(outs))
         self._check(f"{self.name}_run_context", status)
         return outs
+
+    def run_at(self, inputs: list[np.ndarray], length: int) -> list[np.ndarray]:
+        """Runs a model with a run-time dimension at `length` (NAME_run_context_dims) with this
+        object's context; inputs and outputs are dense at that length."""
+        if not self._ctx:
+            raise RuntimeError(f"{self.name}: call create() first")
+        ins, outs = self._prepare(inputs, length)
+        status = self.run_dims_raw(length, ins, outs)
+        self._check(f"{self.name}_run_context_dims", status)
+        return [o.reshape(-1)[:math.prod(t.at_length(length))].reshape(t.at_length(length))
+                for o, t in zip(outs, self.outputs, strict=True)]
+
+    def run_dims_raw(self, length: int, ins: list[np.ndarray], outs: list[np.ndarray]) -> int:
+        """NAME_run_context_dims at `length` on arrays (no checks here); returns the status."""
+        dims = (ctypes.c_int64 * 1)(length)
+        return int(self._run_context_dims(self._ctx, dims, _pointer_array(ins),
+                                          _pointer_array(outs)))
 
     def run_single(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Runs the model through NAME_run (single-threaded, a fresh aligned workspace)."""
