@@ -73,9 +73,9 @@ def _tables(program: Program) -> tuple[list[str], str, str, int]:
 
 def _dims_table(program: Program) -> tuple[list[str], str]:
     """A model with run-time dimensions: their ranges and the inputs'/outputs' axes that follow
-    them, as the descriptor's trailing fields (nothing for a static model)."""
+    them, as the descriptor's trailing fields (zeros for a static model)."""
     if not program.dims:
-        return [], ""
+        return [], ",\n    0, NULL, NULL, NULL, NULL"
     n = program.name
 
     def axes(tensors: list[TensorInfo]) -> str:
