@@ -191,6 +191,11 @@ class IntGemmBlock:
         return self.nv * self.dot.lanes
 
     @property
+    def name(self) -> str:
+        """The block as schedules name it: "4x2" (MR x NV)."""
+        return f"{self.mr}x{self.nv}"
+
+    @property
     def routine(self) -> str:
         return f"{INT_GEMM_PREFIX}{self.dot.name}_{self.mr}x{self.nv}" + \
             ("_xb" if self.rows_are_activations else "")
