@@ -102,49 +102,12 @@ def read_bandwidth(size: int, threads: int = 1, reps: int = 3, seconds: float = 
     return best
 
 
-def block_efficiency(target, blocks: list[str] | None = None,
-                     samples: int = 5) -> tuple[tuple[str, float], ...]:
-    """Each register block's GEMM throughput on cache-resident operands, as a fraction of the
-    target's peak: a GEMM of 8 M tiles x 4 N panels, K 256, B constant, one K block."""
-    from lowering import te
+def _efficiencies(target, blocks: list[str] | None, samples: int, kernel_of
+                  ) -> tuple[tuple[str, float], ...]:
+    """Each register block's throughput as a fraction of the target's peak, measured on the
+    kernel `kernel_of(block, rng)` gives: (a GEMM space, the configuration to time), or None
+    where the block has no such kernel."""
     from lowering.intrinsics import gemm_blocks
-    from lowering.ops.linalg.product import matrix_product
-    from lowering.templates.gemm import GemmTemplate
-    from targets.cpu.measure import Measurer, runs_on_host
-
-    if not runs_on_host(target):
-        raise AotcError(f"cannot measure {target.name}'s micro-kernels on this machine")
-    rng = np.random.default_rng(0)
-    found: list[tuple[str, float]] = []
-    for blk in gemm_blocks(target):
-        name = blk.name
-        if blocks is not None and name not in blocks:
-            continue
-        m, n, k = 8 * blk.mr, 4 * blk.nr, 256
-        a = te.placeholder((m, k), "float32", "a")
-        b = te.placeholder((k, n), "float32", "b")
-        c = matrix_product(a, b)
-        space = GemmTemplate.match([a, b], [c], [None, rng.standard_normal((k, n)).astype(
-            np.float32)], target)
-        if space is None:
-            continue
-        config = {**space.default_config(), "block": name, "kc": k, "a": "pack",
-                  "parallel": "n"}
-        seconds = Measurer(space, samples=samples).measure([config])[0].seconds
-        found.append((name, round(space.flops() / seconds / target.machine.peak_flops, 3)))
-    return tuple(found)
-
-
-def pixel_efficiency(target, blocks: list[str] | None = None,
-                     samples: int = 5) -> tuple[tuple[str, float], ...]:
-    """Each register block's throughput in pixel mode (output pixels as rows, channel vectors
-    as columns) on cache-resident operands, as a fraction of the target's peak: a 1x1
-    convolution of one image row of 8 tiles x 4 channel tiles, 256 input channels, one K
-    block."""
-    from lowering import te
-    from lowering.intrinsics import gemm_blocks
-    from lowering.ops import OPS, OpContext
-    from lowering.templates.gemm import GemmTemplate
     from targets.cpu.measure import Measurer, runs_on_host
 
     if not runs_on_host(target):
@@ -154,6 +117,49 @@ def pixel_efficiency(target, blocks: list[str] | None = None,
     for blk in gemm_blocks(target):
         if blocks is not None and blk.name not in blocks:
             continue
+        kernel = kernel_of(blk, rng)
+        if kernel is None:
+            continue
+        space, config = kernel
+        seconds = Measurer(space, samples=samples).measure([config])[0].seconds
+        found.append((blk.name, round(space.flops() / seconds / target.machine.peak_flops, 3)))
+    return tuple(found)
+
+
+def block_efficiency(target, blocks: list[str] | None = None,
+                     samples: int = 5) -> tuple[tuple[str, float], ...]:
+    """Each register block's GEMM throughput on cache-resident operands, as a fraction of the
+    target's peak: a GEMM of 8 M tiles x 4 N panels, K 256, B constant, one K block."""
+    from lowering import te
+    from lowering.ops.linalg.product import matrix_product
+    from lowering.templates.gemm import GemmTemplate
+
+    def gemm(blk, rng):
+        m, n, k = 8 * blk.mr, 4 * blk.nr, 256
+        a = te.placeholder((m, k), "float32", "a")
+        b = te.placeholder((k, n), "float32", "b")
+        space = GemmTemplate.match([a, b], [matrix_product(a, b)],
+                                   [None, rng.standard_normal((k, n)).astype(np.float32)],
+                                   target)
+        if space is None:
+            return None
+        return space, {**space.default_config(), "block": blk.name, "kc": k, "a": "pack",
+                       "parallel": "n"}
+
+    return _efficiencies(target, blocks, samples, gemm)
+
+
+def pixel_efficiency(target, blocks: list[str] | None = None,
+                     samples: int = 5) -> tuple[tuple[str, float], ...]:
+    """Each register block's throughput in pixel mode (output pixels as rows, channel vectors
+    as columns) on cache-resident operands, as a fraction of the target's peak: a 1x1
+    convolution of one image row of 8 tiles x 4 channel tiles, 256 input channels, one K
+    block."""
+    from lowering import te
+    from lowering.ops import OPS, OpContext
+    from lowering.templates.gemm import GemmTemplate
+
+    def conv(blk, rng):
         cin, cout, width = 256, 4 * blk.nr, 8 * blk.mr
         x = te.placeholder((1, cin, 1, width), "float32", "x")
         w = te.placeholder((cout, cin, 1, 1), "float32", "w")
@@ -164,12 +170,11 @@ def pixel_efficiency(target, blocks: list[str] | None = None,
         space = GemmTemplate.match([x, w], OPS["Conv"](ctx), [None, wv], target)
         if space is None or "pixels" not in next(k.options for k in space.knobs
                                                  if k.name == "b"):
-            continue
-        config = {**space.default_config(), "block": blk.name, "kc": cin, "b": "pixels",
-                  "parallel": "n"}
-        seconds = Measurer(space, samples=samples).measure([config])[0].seconds
-        found.append((blk.name, round(space.flops() / seconds / target.machine.peak_flops, 3)))
-    return tuple(found)
+            return None
+        return space, {**space.default_config(), "block": blk.name, "kc": cin,
+                       "b": "pixels", "parallel": "n"}
+
+    return _efficiencies(target, blocks, samples, conv)
 
 
 def calibrate(target, report: Callable[[str, str], None] | None = None,
