@@ -26,7 +26,6 @@ from lowering.default_schedule import default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
 from lowering.ops import OPS, Alias, OpContext, run_op
-from lowering.search.default_space import DefaultSpace
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
@@ -322,12 +321,7 @@ class _Compiler:
                     lowered.in_values.append(v)
             consts = [v.const_value.numpy() if v.const_value is not None else None
                       for v in lowered.in_values]
-            if any(isinstance(d, te.DynExtent) for t in [*in_tensors, *outs] for d in t.shape):
-                # run-time extents: the default schedules alone (templates need static sizes)
-                lowered.space = DefaultSpace(in_tensors, outs, consts, self.target)
-                lowered.space.knobs = []
-            else:
-                lowered.space = space_for(in_tensors, outs, consts, self.target)
+            lowered.space = space_for(in_tensors, outs, consts, self.target)
         return lowered
 
     def finish(self, lowered: _LoweredNode) -> None:

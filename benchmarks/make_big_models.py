@@ -15,6 +15,10 @@ And their int8 forms by onnxruntime.quantization (`quantize_static`, QDQ, per-te
 calibration on 4 seeded random inputs): `resnet50_int8.onnx`, `mobilenetv2_int8.onnx` and
 `bert_encoder_int8.onnx`.
 
+And `bert_encoder_seq.onnx`: the BERT encoder exported with its sequence length left symbolic
+(`seq`), for bundles compiled with a length range (`--input-shape input=1,1..512,768`;
+`benchmarks/bench_lengths.py`).
+
 They are written into `benchmarks/models/` (git-ignored; too large to commit).
 
     python benchmarks/make_big_models.py [--out benchmarks/models] [--only resnet50 ...]
@@ -293,15 +297,21 @@ def build(name: str) -> tuple[nn.Module, torch.Tensor]:
     return model.eval(), torch.randn(*shape)
 
 
+# exports with a symbolic axis: name -> (the model, {input axis: dimension name})
+DYNAMIC = {"bert_encoder_seq": ("bert_encoder", {1: "seq"})}
+
+
 def export(name: str, out_dir: Path = OUT_DIR) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.onnx"
-    model, x = build(name)
+    source, axes = DYNAMIC.get(name, (name, {}))
+    model, x = build(source)
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # legacy-exporter deprecation notice
         torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=OPSET,
-                          input_names=["input"], output_names=["output"])
+                          input_names=["input"], output_names=["output"],
+                          dynamic_axes={"input": axes, "output": axes} if axes else None)
     return path
 
 
@@ -343,7 +353,7 @@ def big_model_paths(out_dir: Path = OUT_DIR) -> dict[str, Path]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=OUT_DIR)
-    names = [*BIG_MODELS, *QUANTIZED]
+    names = [*BIG_MODELS, *QUANTIZED, *DYNAMIC]
     ap.add_argument("--only", nargs="+", choices=names, default=names)
     args = ap.parse_args()
     for name in args.only:

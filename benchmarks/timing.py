@@ -173,21 +173,34 @@ def ort_engine(sess: ort.InferenceSession, inputs: Sequence[np.ndarray],
 
 
 def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray],
-                allocate: Allocate | None = None) -> tuple[Engine, list[np.ndarray]]:
-    """A call of the bundle's NAME_run_context (create() the context first; `allocate` makes
-    the outputs, default 64-byte aligned); returns the engine and its output arrays. Raises if
+                allocate: Allocate | None = None, length: int | None = None
+                ) -> tuple[Engine, list[np.ndarray]]:
+    """A call of the bundle's NAME_run_context, or of NAME_run_context_dims at `length` for a
+    bundle compiled with a length range (create() the context first; `allocate` makes the
+    outputs, default 64-byte aligned); returns the engine and its output arrays. Raises if
     a call fails."""
-    ins, outs = bundle._prepare(list(inputs))
+    ins, outs = bundle._prepare(list(inputs), length)
     if allocate is not None:
         outs = [allocate(o.shape, o.dtype) for o in outs]
     pin, pout = _pointer_array(ins), _pointer_array(outs)
-    run, ctx = bundle._run_context, bundle._ctx
+    ctx = bundle._ctx
     keep = (ins, pin, pout)  # the pointer arrays point into these
+    if length is None:
+        run = bundle._run_context
 
-    def call() -> None:
-        if run(ctx, pin, pout) != 0:
-            raise RuntimeError(f"{bundle.name}_run_context failed ({len(keep)} buffers)")
+        def call() -> None:
+            if run(ctx, pin, pout) != 0:
+                raise RuntimeError(f"{bundle.name}_run_context failed ({len(keep)} buffers)")
+    else:
+        run_dims, dims = bundle._run_context_dims, (ctypes.c_int64 * 1)(length)
 
+        def call() -> None:
+            if run_dims(ctx, dims, pin, pout) != 0:
+                raise RuntimeError(f"{bundle.name}_run_context_dims failed at {length}")
+
+    if length is not None:  # dense at the length: a prefix of each bound-sized output
+        outs = [o.reshape(-1)[:math.prod(t.at_length(length))].reshape(t.at_length(length))
+                for o, t in zip(outs, bundle.outputs, strict=True)]
     return call, outs
 
 

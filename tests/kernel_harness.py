@@ -3,6 +3,7 @@ with a serial `aotc_parallel_for`, called through ctypes with numpy arrays."""
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,11 +31,12 @@ def run_te(
     return run_kernel(kernel, arrays[: len(inputs)])
 
 
-def run_kernel(kernel: Kernel, arrays: Sequence[np.ndarray], target: Target | None = None
-               ) -> list[np.ndarray]:
+def run_kernel(kernel: Kernel, arrays: Sequence[np.ndarray], target: Target | None = None,
+               dims: Sequence[int] = ()) -> list[np.ndarray]:
     """Compile `kernel` for `target` (default: the host; it must run here) and run it on
-    `arrays` (its inputs); returns its outputs. Float scratch starts as NaN, so a stage that
-    reads scratch nobody wrote shows up."""
+    `arrays` (its inputs) with `dims` (the run-time dimensions' values, for a kernel that reads
+    them); returns its outputs (they start as zeros). Float scratch starts as NaN, so a stage
+    that reads scratch nobody wrote shows up."""
     target = target or host_target()
     mb = ModuleBuilder(target)
     mb.add_kernel(kernel)
@@ -44,7 +46,8 @@ def run_kernel(kernel: Kernel, arrays: Sequence[np.ndarray], target: Target | No
     for a, b in zip(bufs, kernel.buffers, strict=True):
         if b.role == "scratch" and a.dtype.kind == "f":
             a.fill(np.nan)
-    assert kernel_function(lib, kernel.name)(None, ptrs, None) == 0
+    dims_arg = (ctypes.c_int64 * len(dims))(*dims) if dims else None
+    assert kernel_function(lib, kernel.name)(None, ptrs, dims_arg) == 0
     return [a for a, b in zip(bufs, kernel.buffers, strict=True) if b.role == "output"]
 
 

@@ -19,8 +19,9 @@ from onnx import numpy_helper as nh
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from program_runner import assert_close, ort_outputs, run_program  # noqa: E402
 
-from aotc.driver import compile_file, optimize_model  # noqa: E402
+from aotc.driver import compile_file, make_tuner, optimize_model  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
+from lowering import te  # noqa: E402
 
 BOUND = 48
 D, HEADS = 32, 4
@@ -119,6 +120,34 @@ def test_one_program_runs_every_length(encoder):
         ins = _inputs(n)
         got = run_program(program, ins, n)
         for g, w in zip(got, ort_outputs(model, ins), strict=True):
+            assert_close(g, w)
+
+
+def test_products_and_rows_over_the_dimension_get_their_templates(encoder, tmp_path):
+    """The matrix products and the softmax/layer-norm rows over the run-time dimension use
+    the GEMM and row templates (their loops stop at the length), and tuning measures their
+    configurations at the bound; the tuned program still runs every length."""
+    import lowering.search.select as select
+
+    kinds: list[str] = []
+    real = select.space_for
+
+    def spy(inputs, outputs, consts, target):
+        space = real(inputs, outputs, consts, target)
+        if any(isinstance(d, te.DynExtent) for t in outputs for d in t.shape):
+            kinds.append(space.kind)
+        return space
+
+    log = tmp_path / "tuning.jsonl"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("aotc.compiler.space_for", spy)
+        program, _ = compile_file(encoder, input_shapes=SHAPES, tuner=make_tuner(4.0, log))
+    assert kinds.count("gemm") >= 5 and kinds.count("rows") >= 2, kinds  # was none
+    assert log.read_text().count('"kind": "gemm"') >= 1
+    model = onnx.load(encoder)
+    for n in (1, 30):
+        ins = _inputs(n)
+        for g, w in zip(run_program(program, ins, n), ort_outputs(model, ins), strict=True):
             assert_close(g, w)
 
 

@@ -2,6 +2,7 @@
 build (each register block, K blocking, operand mode, parallel axis) computes what onnxruntime
 and numpy compute, through the whole compiler and on single kernels."""
 
+import ctypes
 import functools
 import itertools
 import pathlib
@@ -275,28 +276,41 @@ def test_cost_model_packs_small_k_pointwise_layers_with_large_outputs_in_m_order
 
 # every configuration of a space computes the same result -------------------------------------
 
-def run_all(space: GemmSpace, configs, arrays):
-    """Build every configuration into one object (one LLVM run, one link) and run each; outputs
-    start as NaN so that an element no kernel writes fails the comparison."""
+def at_lengths(space: GemmSpace, configs):
+    """Every configuration built into one object (one LLVM run, one link); returns
+    run(arrays, length=None) -> each configuration's output, its kernels called with `dims` at
+    `length` for a space over a run-time dimension (buffers laid out for the bound). Outputs
+    start as NaN, so an element no kernel writes fails a comparison."""
     built = [space.build(cfg, f"kt{i}") for i, cfg in enumerate(configs)]
     mb = ModuleBuilder(space.target)
     for b in built:
         mb.add_kernel(b.kernel)
     obj, _ = optimize_and_emit(mb.text(), space.target)
     lib = link_serial(obj)
-    results = []
     n_in = len(space.inputs)
-    for b in built:
-        inputs = [b.const_transforms[i](a) if i in b.const_transforms else a
-                  for i, a in enumerate(arrays)]
-        args, ptrs = kernel_arguments(b.kernel, inputs)
-        for a, buf in zip(args, b.kernel.buffers, strict=True):
-            assert a.shape == tuple(buf.shape)
-        for a in args[n_in:]:
-            a.fill(np.nan)
-        assert kernel_function(lib, b.kernel.name)(None, ptrs, None) == 0
-        results.append(args[n_in])
-    return results
+
+    def run(arrays, length: int | None = None):
+        dims = (ctypes.c_int64 * 1)(length) if length is not None else None
+        results = []
+        for b in built:
+            inputs = [b.const_transforms[i](a) if i in b.const_transforms else a
+                      for i, a in enumerate(arrays)]
+            args, ptrs = kernel_arguments(b.kernel, inputs)
+            for a, buf in zip(args, b.kernel.buffers, strict=True):
+                assert a.shape == tuple(buf.shape)
+            for a in args[n_in:]:
+                a.fill(np.nan)
+            assert kernel_function(lib, b.kernel.name)(None, ptrs, dims) == 0
+            results.append(args[n_in])
+        return results
+
+    return run
+
+
+def run_all(space: GemmSpace, configs, arrays):
+    """Build every configuration into one object (one LLVM run, one link) and run each; outputs
+    start as NaN so that an element no kernel writes fails the comparison."""
+    return at_lengths(space, configs)(arrays)
 
 
 def two_blocks(space) -> tuple[str, str]:
@@ -943,3 +957,52 @@ def test_channels_last_copy_for_strided_windows_on_large_planes(n, c, hw, stride
     ref = general_conv_ref(xv, wv, bv, (1, 1, 1, 1), stride, 1, 1)
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+# run-time dimensions ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where,bound", [("m", 40), ("n", 40), ("k", 40), ("m-const-b", 40),
+                                         ("m-blocked", 1200), ("k-blocked", 300)])
+def test_every_schedule_stops_at_the_run_time_dimension(where, bound, run_target):
+    """A batched product whose M, N or K axis runs to a run-time dimension: every
+    configuration (the blocked order and K blocks among them where the bound offers them), run
+    at lengths from 1 to the bound, matches numpy on the first `length` rows, columns or terms;
+    it never reads the operands past the length (NaN there) and never writes the output past
+    it (left NaN)."""
+    L = te.DynExtent(te.dim_var(0, 1, bound))
+    shapes = {"m": ((2, L, 24), (2, 24, 20)), "n": ((2, 16, 32), (2, 32, L)),
+              "k": ((2, 16, L), (2, L, 32)), "m-const-b": ((L, 64), (64, 48)),
+              "m-blocked": ((L, 300), (300, 40)), "k-blocked": ((16, L), (L, 32))}[where]
+    kind = where.split("-")[0]
+    a = te.placeholder(shapes[0], "float32", "a")
+    b = te.placeholder(shapes[1], "float32", "b")
+    out_shape = (*shapes[0][:-1], shapes[1][-1])
+    out = op_outputs("MatMul", [a, b], [None, None], out_shape)[0]
+    av, bv = rand(*map(int, shapes[0])), rand(*map(int, shapes[1]))
+    consts = [None, bv] if where == "m-const-b" else [None, None]
+    space = GemmTemplate.match([a, b], [out], consts, run_target)
+    assert space is not None and space.dynamic
+    configs = all_configs(space)
+    assert {c["parallel"] for c in configs} >= {"n", "m"}
+    if where == "m-blocked":
+        assert "blocked" in {c["parallel"] for c in configs}
+    if where == "k-blocked":
+        assert min(c["kc"] for c in configs) < bound
+    axis = {"m": (-2, None), "n": (None, -1), "k": (-1, -2)}[kind]
+    out_ax = {"m": -2, "n": -1, "k": None}[kind]
+    run = at_lengths(space, configs)
+    for length in sorted({1, 13, 2 * bound // 3 + 1, bound}):
+        a_in, b_in = av.copy(), bv.copy()
+        for arr, ax in zip((a_in, b_in), axis, strict=True):
+            if ax is not None:
+                np.moveaxis(arr, ax, 0)[length:] = np.nan
+        cut_a = a_in if axis[0] is None else np.take(a_in, range(length), axis[0])
+        cut_b = b_in if axis[1] is None else np.take(b_in, range(length), axis[1])
+        want = cut_a @ cut_b
+        for cfg, got in zip(configs, run([a_in, b_in], length),
+                            strict=True):
+            if out_ax is not None:
+                assert np.isnan(np.moveaxis(got, out_ax, 0)[length:]).all(), cfg
+                got = np.take(got, range(length), out_ax)
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3,
+                                       err_msg=f"length {length}: {cfg}")

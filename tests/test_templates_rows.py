@@ -114,6 +114,53 @@ def test_row_knobs_against_numpy(shape):
         np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7, err_msg=str(cfg))
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LayerNormalization"])
+def test_rows_stop_at_the_run_time_dimension(op):
+    """Rows and a row's columns that run to a run-time dimension (bound 24): a softmax over
+    [2, L, L] (rows 2 x L, the row L long) and a layer norm over [L, 40], a sample of the
+    configurations, at lengths 1, 5 and 24, match numpy at the length; values past it in the
+    input (NaN) are never read and the output past it is never written (left 0)."""
+    bound = 24
+    L = te.DynExtent(te.dim_var(0, 1, bound))
+    shape = (2, L, L) if op == "Softmax" else (L, 40)
+    x = rand(*map(int, shape)) * 3
+    ins = [x] if op == "Softmax" else [x, rand(40), rand(40)]
+    phs = [te.placeholder(shape if i == 0 else a.shape, "float32", f"in{i}")
+           for i, a in enumerate(ins)]
+    ctx = OpContext(node="n", op_type=op, attrs={"axis": -1}, inputs=phs,
+                    consts=[None] * len(phs), out_shapes=[shape], out_dtypes=["float32"],
+                    file=None)
+    outs = OPS[op](ctx)
+    space = select.space_for(phs, outs, [None] * len(phs), host_target())
+    assert space.kind == "rows"
+    configs = all_configs(space)
+    configs = [configs[i] for i in np.random.default_rng(0).choice(len(configs), 8,
+                                                                    replace=False)]
+    for length in (1, 5, bound):
+        cut = x[:, :length, :length] if op == "Softmax" else x[:length]
+        xin = np.full_like(x, np.nan)
+        if op == "Softmax":
+            xin[:, :length, :length] = cut
+            e = np.exp(cut - cut.max(-1, keepdims=True))
+            want = e / e.sum(-1, keepdims=True)
+        else:
+            xin[:length] = cut
+            mean = cut.mean(-1, keepdims=True)
+            var = ((cut - mean) ** 2).mean(-1, keepdims=True)
+            want = (cut - mean) / np.sqrt(var + 1e-5) * ins[1] + ins[2]
+        for cfg in configs:
+            (got,) = run_kernel(space.build(cfg, "k").kernel, [xin, *ins[1:]], dims=[length])
+            part = got[:, :length, :length] if op == "Softmax" else got[:length]
+            np.testing.assert_allclose(part, want, rtol=1e-5, atol=1e-5,
+                                       err_msg=f"length {length}: {cfg}")
+            rest = got.copy()
+            if op == "Softmax":
+                rest[:, :length, :length] = 0
+            else:
+                rest[:length] = 0
+            assert not rest.any(), f"written past length {length}: {cfg}"
+
+
 def test_row_kernel_is_one_pass_over_rows():
     shape = (512, 300)
     phs, outs = lowered("Softmax", [rand(*shape)], {"axis": -1}, [shape])

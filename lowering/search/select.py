@@ -24,8 +24,18 @@ TEMPLATES: list = [RecurrentTemplate, GemmTemplate, IntGemmTemplate, DepthwiseTe
 
 def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
               consts: Sequence[np.ndarray | None], target: Target) -> ScheduleSpace:
+    """The first template space that matches, else the default space. A computation over a
+    run-time dimension (`te.DynExtent`) gets only templates whose nests stop at run-time
+    sizes (`runs_to_dims`), else the default schedule without knobs (nothing to tune: its
+    loops already run to the dimension)."""
+    dynamic = any(isinstance(d, te.DynExtent) for t in [*inputs, *outputs] for d in t.shape)
     for template in TEMPLATES:
+        if dynamic and not getattr(template, "runs_to_dims", False):
+            continue
         space = template.match(inputs, outputs, consts, target)
         if space is not None:
             return space
-    return DefaultSpace(inputs, outputs, consts, target)
+    space = DefaultSpace(inputs, outputs, consts, target)
+    if dynamic:
+        space.knobs = []
+    return space

@@ -121,6 +121,17 @@ class RowPlan:
     def row_len(self) -> int:
         return math.prod(self.inner)
 
+    @property
+    def dynamic(self) -> bool:
+        """Whether a row axis or a column axis runs to a run-time dimension."""
+        return any(isinstance(d, te.DynExtent) for d in (*self.outer, *self.inner))
+
+    @property
+    def static_rows(self) -> int:
+        """The product of the row axes that do not run to a run-time dimension: every
+        run-time row count is a multiple of it."""
+        return math.prod(d for d in self.outer if not isinstance(d, te.DynExtent))
+
 
 def analyze(outputs: Sequence[te.Tensor]) -> RowPlan | None:
     stages = [t for t in stages_of(outputs)
@@ -227,11 +238,18 @@ def lanes_of(target: Target, dtype: str) -> int:
 class RowTemplate:
     """Entry in `lowering.search.select.TEMPLATES`."""
 
+    # its loops over rows and columns stop at run-time sizes (the rows' multi-index taken at
+    # the run-time extents, addresses at the bound's); a row of one column axis only may run
+    # to one
+    runs_to_dims = True
+
     @staticmethod
     def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
               consts: Sequence[np.ndarray | None], target: Target) -> RowSpace | None:
         plan = analyze(outputs)
         if plan is None:
+            return None
+        if len(plan.inner) > 1 and any(isinstance(d, te.DynExtent) for d in plan.inner):
             return None
         return RowSpace(inputs, outputs, consts, target, plan)
 
@@ -322,6 +340,11 @@ def _by_reciprocal(e: te.Expr, cols: Sequence[te.Var]) -> te.Expr:
     return e
 
 
+def _run(extent: int) -> te.Expr:
+    """The extent a loop runs to: a run-time dimension's variable, else the constant."""
+    return extent.dim if isinstance(extent, te.DynExtent) else _c(int(extent))
+
+
 def _count_calls(e: te.Expr) -> int:
     own = 1 if isinstance(e, te.Unary) and e.op not in ("neg", "abs", "not") else 0
     return own + sum(_count_calls(c) for c in te.children(e))
@@ -339,6 +362,14 @@ class _RowBuilder:
         self.reuse = bool(config.get("reuse", True))
         self.reciprocal = bool(config.get("reciprocal", True))
         self.nchunks = -(-self.plan.rows // self.chunk)
+        # the extents the loops run to: the bound's, or a run-time dimension's
+        self.outer_run = [_run(d) for d in self.plan.outer]
+        self.inner_run = [_run(d) for d in self.plan.inner]
+        rows_run: te.Expr = _c(1)
+        for d in self.outer_run:
+            rows_run = d if isinstance(rows_run, te.Const) and rows_run.value == 1 else \
+                rows_run * d
+        self.rows_run = rows_run if self.plan.dynamic else _c(self.plan.rows)
         self.buffers: list[Buffer] = []
         self.buf: dict[int, Buffer] = {}
         self.scratch: set[int] = set()
@@ -357,7 +388,7 @@ class _RowBuilder:
     def together_of(plan: RowPlan, config: Config) -> int:
         """Rows per column loop: the knob's value where it divides the rows, else 1."""
         r = int(config.get("rows_together", 1))  # type: ignore[call-overload]
-        return r if plan.rows % r == 0 else 1
+        return r if plan.static_rows % r == 0 else 1
 
     def _add(self, t: te.Tensor, role: str, shape: tuple[int, ...]) -> None:
         b = Buffer(f"{role[0]}{len(self.buffers)}", t.dtype, shape, role)
@@ -376,15 +407,17 @@ class _RowBuilder:
             # chunk's share of them
             g = te.Var("g")
             groups = self.chunk // R
-            extent = te.minimum(_c(groups), (_c(self.plan.rows) - ch * self.chunk) // R)
-            if self.plan.rows % self.chunk == 0:
+            extent = te.minimum(_c(groups), (self.rows_run - ch * self.chunk) // R)
+            if self.plan.rows % self.chunk == 0 and not self.plan.dynamic:
                 extent = _c(groups)
             first = ch * self.chunk + g * R
             body = For(g, extent, "serial",
                        self._rows([first + j if j else first for j in range(R)], slots))
         work = self.plan.rows * self.plan.row_len
         kind = "parallel" if self.nchunks >= 2 and work >= PARALLEL_MIN_WORK else "serial"
-        return Kernel(self.name, self.buffers, [For(ch, _c(self.nchunks), kind, body)])
+        chunks = _c(self.nchunks) if not self.plan.dynamic else \
+            (self.rows_run + _c(self.chunk - 1)) // _c(self.chunk)
+        return Kernel(self.name, self.buffers, [For(ch, chunks, kind, body)])
 
     def _at_row(self, row: te.Expr, slot: te.Expr) -> None:
         """Make `row` (its statistics and intermediates at `slot`) the one lowered next."""
@@ -393,10 +426,17 @@ class _RowBuilder:
         self.row_index: dict[te.Var, te.Expr] = {}
         rest = row
         for d in range(len(self.plan.outer) - 1, -1, -1):
-            ext = self.plan.outer[d]
+            ext = self.outer_run[d]
             v = self.plan.rows_vars[d]
-            self.row_index[v] = _c(0) if ext == 1 else (rest if d == 0 else rest % ext)
+            one = isinstance(ext, te.Const) and ext.value == 1
+            self.row_index[v] = _c(0) if one else (rest if d == 0 else rest % ext)
             rest = rest // ext
+        if self.plan.dynamic:
+            # `row` counts the rows at the run-time extents; buffers are laid out for the
+            # bound, where that row starts at its multi-index's row-major offset
+            self.row = _c(0)
+            for d, v in enumerate(self.plan.rows_vars):
+                self.row = self.row * _c(self.plan.outer[d]) + self.row_index[v]
 
     def _rows(self, rows: list[te.Expr], slots: list[te.Expr]) -> Stmt:
         """Each stage for all `rows`: one column loop whose body holds every row's element."""
@@ -443,17 +483,18 @@ class _RowBuilder:
                        interleave=interleave)
         for j in range(len(cols) - 1, -1, -1):
             if j == len(cols) - 1:
-                body = For(cols[j], _c(self.plan.inner[j]), "vectorize", body,
+                body = For(cols[j], self.inner_run[j], "vectorize", body,
                            interleave=interleave)
             else:
-                body = For(cols[j], _c(self.plan.inner[j]), "serial", body)
+                body = For(cols[j], self.inner_run[j], "serial", body)
         return body
 
     def _one_column_loop(self, cols: list[te.Var], body: Stmt) -> tuple[te.Var, Stmt] | None:
         """The row's column dims as one loop, when every index stays affine in it (each
         buffer holds the row contiguously, or at a fixed stride): a 7x7 or 14x14 row then
         vectorises across its image rows instead of running 7 or 14 columns one by one."""
-        if len(cols) < 2:
+        if len(cols) < 2 or self.plan.dynamic and any(
+                isinstance(d, te.DynExtent) for d in self.plan.inner):
             return None
         c = te.Var("c")
         vmap: dict[te.Var, te.Expr] = {}

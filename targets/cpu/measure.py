@@ -18,7 +18,7 @@ import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
 import numpy as np
 
 from lowering import te
-from lowering.loop_ir import Kernel, format_kernel
+from lowering.loop_ir import Kernel, format_kernel, kernel_dims
 from lowering.search.measure import Measurement
 from lowering.search.space import BuiltKernel, Config, ScheduleSpace
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
@@ -60,6 +60,18 @@ def kernel_arguments(kernel: Kernel, inputs: Sequence[np.ndarray]
         else:
             arrays.append(np.zeros(b.shape, dtype=NP_DTYPE[b.dtype]))
     return arrays, (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+
+
+def bound_dims(kernel: Kernel) -> ctypes.Array | None:
+    """The kernel's `dims` argument with each run-time dimension at its bound (the sizes its
+    buffers are laid out for), None for a kernel that reads none."""
+    dims = kernel_dims(kernel)
+    if not dims:
+        return None
+    values = [0] * (max(d.index for d in dims) + 1)
+    for d in dims:
+        values[d.index] = d.hi
+    return (ctypes.c_int64 * len(values))(*values)
 
 
 def kernel_function(lib: ctypes.CDLL, name: str):
@@ -142,9 +154,10 @@ class Measurer:
                   for i, a in enumerate(self.inputs)]
         arrays, ptrs = kernel_arguments(kernel, inputs)
         fn = kernel_function(lib, kernel.name)
+        dims = bound_dims(kernel)
 
         def call(keep: list[np.ndarray] = arrays) -> None:  # `keep`: the arrays stay alive
-            if fn(None, ptrs, None) != 0:
+            if fn(None, ptrs, dims) != 0:
                 raise RuntimeError(f"candidate kernel {kernel.name} returned an error")
 
         t0 = time.perf_counter()

@@ -48,6 +48,19 @@ from lowering.tensorize import epilogue_args
 if TYPE_CHECKING:
     from lowering.templates.gemm.space import GemmSpace
 
+def _tiles(run: te.Expr, count: int, r: int) -> te.Expr:
+    """How many tiles of `r` cover `run` elements: `count` (the tiles at the bound) when
+    `run` is a constant, else the run-time quotient rounded up."""
+    if isinstance(run, te.Const):
+        return i64(count)
+    return run if r == 1 else (run + i64(r - 1)) // i64(r)
+
+
+def _times(n: int, e: te.Expr) -> te.Expr:
+    """n * e, folded when e is a constant."""
+    return i64(n * int(e.value)) if isinstance(e, te.Const) else e * i64(n)
+
+
 class _Builder(ConvModes):
     def __init__(self, space: GemmSpace, config: Config, name: str) -> None:
         self.s = space
@@ -132,6 +145,11 @@ class _Builder(ConvModes):
         s, p, blk = self.s, self.p, self.blk
         M, N, K = p.m.size, p.n.size, p.k.size
         self.mt, self.nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
+        # the sizes the loops run to: M, N and K, or where a group runs to a run-time dimension
+        # (GemmSpace.dynamic) that dimension's share of it; buffers stay laid out for the bound
+        self.m_run, self.n_run, self.k_run = (g.run_size for g in (p.m, p.n, p.k))
+        self.mt_run = _tiles(self.m_run, self.mt, blk.mr)
+        self.nt_run = _tiles(self.n_run, self.nt, blk.nr)
         # a grouped convolution's weights: one packed A per group
         self.groups = dict(zip(p.batch.vars, p.batch.extents, strict=True))[p.group] \
             if p.group is not None else 1
@@ -165,7 +183,7 @@ class _Builder(ConvModes):
         # B read with a stride along the packed rows (strided convolutions): the packing would
         # gather; instead one pass splits B's last axis by residue (x = s*j + q -> [q][..][j])
         # and the packing copies contiguous runs of the split
-        self.split = self._stride_split() if self.b_mode == "pack" else None
+        self.split = self._stride_split() if self.b_mode == "pack" and not s.dynamic else None
         # a padding copy that only the packed B operand reads is folded into the packing
         # (its clamped loads make it a vectorised select there): one pass over the input less
         self.folded = {id(p.b.tensor)} if self.b_mode == "pack" and self.split is None and \
@@ -288,17 +306,17 @@ class _Builder(ConvModes):
         return self.mt if which == "a" else self.nt
 
     def _pack_stage(self, which: str, bvar: te.Var, bvars: dict[te.Var, te.Expr],
-                    tile: te.Var) -> Stmt:
+                    tile: te.Expr) -> Stmt:
         """Copy one operand tile into its micro-panel: panel[b][tile][k][r], zero past the
         edge. The copy loops run over the operand's own axes (not the flattened index), so
         the innermost loop walks a contiguous row of the source: im2col without divisions."""
         p, blk = self.p, self.blk
         K = p.k.size
-        load, own, r, buf = (p.a, p.m, blk.mr, self.ap) if which == "a" else \
-            (p.b if self.split is None else self.split[1], p.n, blk.nr, self.bp)
+        load, own, r, buf, run = (p.a, p.m, blk.mr, self.ap, self.m_run) if which == "a" else \
+            (p.b if self.split is None else self.split[1], p.n, blk.nr, self.bp, self.n_run)
         assert buf is not None
         t0 = tile * r
-        valid = te.minimum(i64(r), i64(own.size) - t0)
+        valid = te.minimum(i64(r), run - t0)
         vmap: dict[te.Var, te.Expr] = dict(bvars)
         # reduce axes: one loop each; their flat index is affine
         kloops: list[tuple[te.Var, int]] = []
@@ -310,7 +328,7 @@ class _Builder(ConvModes):
                 continue
             lv = te.Var("pk")
             vmap[v] = lv
-            kloops.append((lv, e))
+            kloops.append((lv, e.dim if isinstance(e, te.DynExtent) else i64(e)))
             kflat = kflat + lv
         # own axes: the last one innermost over its part of the tile, the others flattened
         axes = own.nonunit
@@ -342,8 +360,8 @@ class _Builder(ConvModes):
         if wrap is not None:
             body = For(wrap[0], wrap[2], "serial", body, start=wrap[1])
         for lv, e in reversed(kloops):
-            body = For(lv, i64(e), "serial", body)
-        if own.size % r:
+            body = For(lv, e, "serial", body)
+        if own.size % r or own.dynamic:
             kz, rz = te.Var("zk"), te.Var("zr")
             zero = For(kz, i64(K), "serial", For(rz, i64(r), "serial", Store(
                 buf, (panel + kz) * r + rz, te.Const(0.0, "float32")), start=valid))
@@ -372,31 +390,34 @@ class _Builder(ConvModes):
             a_ptr, a_rs, a_ks = self._operand_ptr("a", bvars, io_, k0, bflat)
             b_ptr, _, b_ks = self._operand_ptr("b", bvars, jo_, k0, bflat)
             c_off = (bflat * M + io_ * blk.mr) * self.ld + jo_ * blk.nr
-            m_valid = te.minimum(i64(blk.mr), i64(M) - io_ * blk.mr)
-            n_valid = te.minimum(i64(blk.nr), i64(N) - jo_ * blk.nr)
+            m_valid = te.minimum(i64(blk.mr), self.m_run - io_ * blk.mr)
+            n_valid = te.minimum(i64(blk.nr), self.n_run - jo_ * blk.nr)
             last = i64(1) if nk == 1 else \
-                te.select(te.Binary("eq", kb, i64(nk - 1)), i64(1), i64(0))
+                te.select(te.Binary("eq", kb, nk_run - i64(1) if self.s.dynamic else i64(nk - 1)),
+                          i64(1), i64(0))
             return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
                                       i64(self.ld), klen, m_valid, n_valid, acc,
                                       last if fused else i64(0),
                                       *self._fused_args(fused, self._channel(bvars, io_), c_off)])
 
+        nk_run = _tiles(self.k_run, nk, self.kc)
+
         def k_blocks(body_of) -> Stmt:
             """body_of(k0, klen, accumulate) over the K blocks."""
             if self.kc >= K:
-                return body_of(i64(0), i64(K), i64(0))
+                return body_of(i64(0), self.k_run, i64(0))
             k0 = kb * self.kc
-            return For(kb, i64(nk), "serial",
-                       body_of(k0, te.minimum(i64(self.kc), i64(K) - k0), te.minimum(kb, i64(1))))
+            return For(kb, nk_run, "serial", body_of(
+                k0, te.minimum(i64(self.kc), self.k_run - k0), te.minimum(kb, i64(1))))
 
         # packing of runtime operands that the main loop does not pack itself
         if self.a_mode == "pack":
             t = te.Var("pio")
-            stages.append(self._fused_loop(bflat, t, nb, self.mt, outer_kind,
+            stages.append(self._fused_loop(bflat, t, nb, self.mt_run, outer_kind,
                                            self._pack_stage("a", bflat, bvars, t)))
         if self.b_mode == "pack" and par == "m":
             t = te.Var("pjo")
-            stages.append(self._fused_loop(bflat, t, nb, self.nt, outer_kind,
+            stages.append(self._fused_loop(bflat, t, nb, self.nt_run, outer_kind,
                                            self._pack_stage("b", bflat, bvars, t)))
         if self.win is not None:
             stages.append(self._window_main(bflat, bvars, par, outer_kind))
@@ -409,49 +430,51 @@ class _Builder(ConvModes):
             if self.b_mode == "pack":
                 body.append(self._pack_stage("b", bflat, bvars, jo))
             body.append(k_blocks(lambda k0, kl, acc: For(
-                io, i64(self.mt), "serial", tile_call(io, jo, k0, kl, acc))))
+                io, self.mt_run, "serial", tile_call(io, jo, k0, kl, acc))))
             if fused is None:
-                body.append(self._epilogue(bvars, bflat, i64(0), i64(M), jo * blk.nr,
-                                           te.minimum(i64(blk.nr), i64(N) - jo * blk.nr)))
-            stages.append(self._fused_loop(bflat, jo, nb, self.nt, outer_kind, Seq(body)))
+                body.append(self._epilogue(bvars, bflat, i64(0), self.m_run, jo * blk.nr,
+                                           te.minimum(i64(blk.nr), self.n_run - jo * blk.nr)))
+            stages.append(self._fused_loop(bflat, jo, nb, self.nt_run, outer_kind, Seq(body)))
         elif par == "blocked":
             # GotoBLAS's order: chunks of N panels (parallel) > K blocks > M blocks > N panels
             # > M tiles (GemmSpace.blocking)
             tiles, panels = self.s.blocking(blk, self.kc)
             jc, mb = te.Var("jc"), te.Var("mb")
             j0, i0 = jc * panels, mb * tiles
-            jn = te.minimum(i64(panels), i64(self.nt) - j0)
-            i_n = te.minimum(i64(tiles), i64(self.mt) - i0)
+            jn = te.minimum(i64(panels), self.nt_run - j0)
+            i_n = te.minimum(i64(tiles), self.mt_run - i0)
             body = []
             if self.b_mode == "pack":
                 body.append(For(jo, jn, "serial", self._pack_stage("b", bflat, bvars, j0 + jo)))
             body.append(k_blocks(lambda k0, kl, acc: For(
-                mb, i64(math.ceil(self.mt / tiles)), "serial", For(jo, jn, "serial", For(
-                    io, i_n, "serial", tile_call(i0 + io, j0 + jo, k0, kl, acc))))))
+                mb, _tiles(self.mt_run, math.ceil(self.mt / tiles), tiles), "serial", For(
+                    jo, jn, "serial", For(
+                        io, i_n, "serial", tile_call(i0 + io, j0 + jo, k0, kl, acc))))))
             if fused is None:
                 n0 = j0 * blk.nr
-                body.append(self._epilogue(bvars, bflat, i64(0), i64(M), n0,
-                                           te.minimum(i64(panels * blk.nr), i64(N) - n0)))
-            stages.append(self._fused_loop(bflat, jc, nb, math.ceil(self.nt / panels),
-                                           outer_kind, Seq(body)))
+                body.append(self._epilogue(bvars, bflat, i64(0), self.m_run, n0,
+                                           te.minimum(i64(panels * blk.nr), self.n_run - n0)))
+            stages.append(self._fused_loop(
+                bflat, jc, nb, _tiles(self.nt_run, math.ceil(self.nt / panels), panels),
+                outer_kind, Seq(body)))
         else:
             # M tiles outermost within chunks of N panels that stay in L2 across them
             # (GemmSpace.chunk_panels); one chunk when all of B fits
             cp = self.s.chunk_panels(blk)
             chunks = math.ceil(self.nt / cp)
             f = te.Var("mc")
-            ch, io_ = (f // self.mt, f % self.mt) if chunks > 1 else (i64(0), f)
+            ch, io_ = (f // self.mt_run, f % self.mt_run) if chunks > 1 else (i64(0), f)
             j0 = ch * cp
-            jn = te.minimum(i64(cp), i64(self.nt) - j0)
+            jn = te.minimum(i64(cp), self.nt_run - j0)
             body = [k_blocks(lambda k0, kl, acc: For(
                 jo, jn, "serial", tile_call(io_, j0 + jo, k0, kl, acc)))]
             if fused is None:
                 n0 = j0 * blk.nr
                 body.append(self._epilogue(bvars, bflat, io_ * blk.mr,
-                                           te.minimum(i64(blk.mr), i64(M) - io_ * blk.mr),
-                                           n0, te.minimum(i64(cp * blk.nr), i64(N) - n0)))
-            stages.append(self._fused_loop(bflat, f, nb, chunks * self.mt, outer_kind,
-                                           Seq(body)))
+                                           te.minimum(i64(blk.mr), self.m_run - io_ * blk.mr),
+                                           n0, te.minimum(i64(cp * blk.nr), self.n_run - n0)))
+            stages.append(self._fused_loop(bflat, f, nb, _times(chunks, self.mt_run),
+                                           outer_kind, Seq(body)))
         return stages
 
     def _output_plane(self) -> tuple[int, Callable[[te.Expr, te.Expr], te.Expr]]:
@@ -533,14 +556,15 @@ class _Builder(ConvModes):
             BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
             if fe.residual is not None else None)
 
-    def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: int, kind: str,
+    def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: te.Expr, kind: str,
                     body: Stmt) -> Stmt:
-        """for (bflat, t) in nb x nt, as one loop (parallel when worth it)."""
+        """for (bflat, t) in nb x nt, as one loop (parallel when worth it); nt may be a
+        run-time count."""
         if nb == 1:
-            return For(t, i64(nt), kind if nt > 1 else "serial",
-                       bind(body, {bflat: i64(0)}))
+            one = isinstance(nt, te.Const) and int(nt.value) <= 1
+            return For(t, nt, "serial" if one else kind, bind(body, {bflat: i64(0)}))
         f = te.Var("bt")
-        return For(f, i64(nb * nt), kind, bind(body, {bflat: f // nt, t: f % nt}))
+        return For(f, _times(nb, nt), kind, bind(body, {bflat: f // nt, t: f % nt}))
 
     def _epilogue(self, bvars: dict[te.Var, te.Expr], bflat: te.Expr, m0: te.Expr,
                   mlen: te.Expr, n0: te.Expr, nlen: te.Expr) -> Stmt:

@@ -87,12 +87,12 @@ class ConvModes:
             body = Seq([over_k(For(io, i64(self.mt), "serial", call())),
                         self._window_epilogue(bvars, bflat, i64(0), i64(M), jo * blk.nr,
                                               te.minimum(i64(V), jo * blk.nr + blk.nr))])
-            return self._fused_loop(bflat, jo, p.batch.size, self.nt, kind, body)
+            return self._fused_loop(bflat, jo, p.batch.size, i64(self.nt), kind, body)
         body = Seq([For(jo, i64(self.nt), "serial", over_k(call())),
                     self._window_epilogue(bvars, bflat, io * blk.mr,
                                           te.minimum(i64(blk.mr), i64(M) - io * blk.mr),
                                           i64(0), i64(V))])
-        return self._fused_loop(bflat, io, p.batch.size, self.mt, kind, body)
+        return self._fused_loop(bflat, io, p.batch.size, i64(self.mt), kind, body)
 
     def _window_base(self, w: Window, bvars: dict[te.Var, te.Expr]) -> te.Expr:
         """Where a window reads for the batch `bvars` at output pixel 0 and tap 0."""

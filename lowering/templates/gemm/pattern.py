@@ -49,6 +49,28 @@ class Group:
         """(var, extent) of the axes longer than 1, in order."""
         return [(v, e) for v, e in zip(self.vars, self.extents, strict=True) if e != 1]
 
+    @property
+    def dynamic(self) -> bool:
+        """Whether an axis of the group runs to a run-time dimension (`te.DynExtent`)."""
+        return any(isinstance(e, te.DynExtent) for e in self.extents)
+
+    @property
+    def run_size(self) -> te.Expr | None:
+        """The flattened size at run time: `size`, or for a group whose outermost axis longer
+        than one runs to a run-time dimension, that dimension times the other axes' extents.
+        The flat indices below it are then a prefix of the group as laid out for the bound
+        (row-major), which is what lets a kernel built for the bound stop there. None when
+        the run-time axis is not outermost (its valid indices would not be a prefix)."""
+        axes = self.nonunit
+        if not self.dynamic:
+            return i64(self.size)
+        if not isinstance(axes[0][1], te.DynExtent) or \
+                any(isinstance(e, te.DynExtent) for _, e in axes[1:]):
+            return None
+        rest = math.prod(int(e) for _, e in axes[1:])
+        dim: te.Expr = axes[0][1].dim
+        return dim if rest == 1 else dim * i64(rest)
+
     def unflatten(self, flat: te.Expr) -> dict[te.Var, te.Expr]:
         out: dict[te.Var, te.Expr] = {}
         rest = flat

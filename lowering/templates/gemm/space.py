@@ -43,6 +43,8 @@ CHANNELS_LAST_MIN_PLANE = 2048
 class GemmTemplate:
     """Entry in `lowering.search.select.TEMPLATES`."""
 
+    runs_to_dims = True  # its loops over M, N and K stop at run-time sizes (Group.run_size)
+
     @staticmethod
     def match(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
               consts: Sequence[np.ndarray | None], target: Target) -> GemmSpace | None:
@@ -85,6 +87,18 @@ class GemmSpace(GemmCost, ScheduleSpace):
         self.fused_epilogue = self._clamped_bias()
         if pat.out_begin is not None and not (len(pat.n.vars) == 2 and min(pat.n.extents) > 1):
             b_modes = []  # a padded output is written per image row (see _Builder.padded)
+        # run-time dimensions: the nest is built for the bound and its loops over M, N and K
+        # stop at the run-time sizes (Group.run_size), so each group may have one only as its
+        # outermost axis, and the batch none; convolution windows and padded outputs keep
+        # their static sizes
+        self.dynamic = any(g.dynamic for g in (pat.batch, pat.m, pat.n, pat.k))
+        if self.dynamic:
+            runs = [g.run_size for g in (pat.m, pat.n, pat.k)]
+            if pat.batch.dynamic or None in runs or pat.out_begin is not None or \
+                    pat.group is not None:
+                b_modes = []
+            b_modes = [m for m in b_modes if m in ("const", "direct", "pack")]
+            self.window = self.pixels = self.pixels_cl = None
         # B's columns one contiguous run (a 1x1 convolution's pixels): its packing is a plain
         # vector copy per k row (see _Builder._pack_stage)
         col = te.Var("col")
