@@ -9,8 +9,8 @@ two graphs value by value: an axis that is the bound in one and one less in the 
 the dimension; shape arithmetic folded into constants is judged by the same comparison (a
 constant that differs must be a prefix of itself at the bound, as a position-id range, or a
 shape that only a Reshape/Expand/ConstantOfShape/Range reads). Operators whose result would
-depend on the dimension's value in another way (a mean over it, a Concat along it) are refused
-by name until they learn it.
+depend on the dimension's value in another way (a LayerNorm over it, a Concat along it) are
+refused by name until they learn it; a mean over it divides by the run-time count.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ _FOLLOWING = frozenset({
     "MatMul", "Gemm", "Softmax", "LogSoftmax", "Transpose", "Reshape", "Squeeze", "Unsqueeze",
     "Flatten", "Identity", "Cast", "CastLike", "Expand", "Where", "Dropout", "ReduceSum",
     "ReduceMax", "ReduceMin", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
-    "ConstantOfShape", "Range", "ArgMax", "ArgMin",
+    "ReduceMean", "ReduceLogSum", "ReduceLogSumExp", "ConstantOfShape", "Range", "ArgMax", "ArgMin",
 })
 # Inputs through which a shape computed from the dimension may reach a node (folded at the bound).
 _SHAPE_INPUTS = {("Reshape", 1), ("Expand", 1), ("ConstantOfShape", 0), ("Range", 1)}
@@ -224,15 +224,7 @@ def _refuse_reason(node: ir.Node, axes: dict[str, tuple[int, ...]],
     if node.domain not in ("", "ai.onnx"):
         return "operators of other domains do not take it yet"
     if op in ELEMENTWISE_OPS or op in _FOLLOWING:
-        if op == "ReduceMean" and in_axes:
-            return "a mean over the run-time axis is not supported yet"
         return None
-    if op == "ReduceMean":
-        reduced = node.inputs[1] if len(node.inputs) > 1 else None
-        if reduced is None or reduced.const_value is None:
-            return "the reduced axes must be constants" if in_axes else None
-        over = {_normal_axis(int(a), rank) for a in reduced.const_value.numpy().ravel()}
-        return "a mean over the run-time axis is not supported yet" if over & set(in_axes) else None
     if op in ("LayerNormalization", "SkipLayerNormalization"):
         axis = _normal_axis(_attr_int(node, "axis", -1), rank)
         return ("normalising over the run-time axis is not supported yet"

@@ -22,13 +22,26 @@ from lowering.ops.reduce.core import normalize_axes, reduce_compute, stat_index
 class Reduction:
     combiner: str
     elem: Callable[[te.Expr], te.Expr]
-    # (reduced value, number of elements reduced) -> output value; None = the value itself
-    finish: Callable[[te.Expr, int], te.Expr] | None = None
+    # (reduced value, number of elements reduced) -> output value; None = the value itself.
+    # The number is an expression where a reduced axis runs to a run-time dimension.
+    finish: Callable[[te.Expr, te.Expr], te.Expr] | None = None
     float_only: bool = False
 
 
-def _mean(s: te.Expr, n: int) -> te.Expr:
-    return s / te.Const(n, s.dtype)
+def _mean(s: te.Expr, n: te.Expr) -> te.Expr:
+    return s / (te.Const(n.value, s.dtype) if isinstance(n, te.Const) else te.cast(s.dtype, n))
+
+
+def _count(shape: tuple[int, ...], axes: list[int]) -> te.Expr:
+    """How many elements a reduction over `axes` combines: a constant, or a product with the
+    run-time dimension where a reduced axis runs to one (`te.DynExtent`)."""
+    static = math.prod(int(shape[d]) for d in axes if not isinstance(shape[d], te.DynExtent))
+    n: te.Expr = te.Const(static, "int64")
+    for d in axes:
+        if isinstance(shape[d], te.DynExtent):
+            dim: te.Expr = shape[d].dim
+            n = dim if isinstance(n, te.Const) and n.value == 1 else n * dim
+    return n
 
 
 REDUCTIONS: dict[str, Reduction] = {
@@ -59,7 +72,7 @@ def _identity(ctx: OpContext, red: Reduction, x: te.Tensor) -> te.Tensor:
 
     def body(*idx: te.Expr) -> te.Expr:
         v = red.elem(x[idx])
-        return red.finish(v, 1) if red.finish else v
+        return red.finish(v, te.Const(1, "int64")) if red.finish else v
 
     return te.compute(x.shape, body, name=ctx.op_type.lower())
 
@@ -82,7 +95,7 @@ def _reduce(ctx: OpContext) -> list[te.Tensor]:
     if red.finish is None:
         return [acc]
     finish = red.finish
-    n = math.prod(x.shape[d] for d in axes)
+    n = _count(x.shape, axes)
     return [te.compute(acc.shape, lambda *i: finish(acc[i], n), name=name + "_finish")]
 
 
