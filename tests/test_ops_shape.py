@@ -396,16 +396,6 @@ def test_trilu(dtype, upper, shape, k):
              upper=upper)
 
 
-def test_trilu_runtime_k_is_refused():
-    from aotc.errors import AotcError
-
-    x = te.placeholder((3, 3), "float32", "x")
-    k = te.placeholder((), "int64", "k")
-    ctx = OpContext("n", "Trilu", {}, [x, k], [None, None], [(3, 3)], ["float32"])
-    with pytest.raises(AotcError, match="must be a constant"):
-        OPS["Trilu"](ctx)
-
-
 # one_hot ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("itype,dtype,vtype", [
