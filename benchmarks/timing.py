@@ -191,17 +191,17 @@ def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray],
         def call() -> None:
             if run(ctx, pin, pout) != 0:
                 raise RuntimeError(f"{bundle.name}_run_context failed ({len(keep)} buffers)")
-    else:
-        run_dims, dims = bundle._run_context_dims, (ctypes.c_int64 * 1)(length)
 
-        def call() -> None:
-            if run_dims(ctx, dims, pin, pout) != 0:
-                raise RuntimeError(f"{bundle.name}_run_context_dims failed at {length}")
+        return call, outs
+    run_dims, dims = bundle._run_context_dims, (ctypes.c_int64 * 1)(length)
 
-    if length is not None:  # dense at the length: a prefix of each bound-sized output
-        outs = [o.reshape(-1)[:math.prod(t.at_length(length))].reshape(t.at_length(length))
-                for o, t in zip(outs, bundle.outputs, strict=True)]
-    return call, outs
+    def call_dims() -> None:
+        if run_dims(ctx, dims, pin, pout) != 0:
+            raise RuntimeError(f"{bundle.name}_run_context_dims failed at {length}")
+
+    # dense at the length: a prefix of each bound-sized output
+    return call_dims, [o.reshape(-1)[:math.prod(t.at_length(length))].reshape(t.at_length(length))
+                       for o, t in zip(outs, bundle.outputs, strict=True)]
 
 
 def set_blas_threads(threads: int) -> bool:

@@ -181,6 +181,23 @@ def keep_extent(n: int) -> int:
     return n if isinstance(n, DynExtent) else int(n)
 
 
+def run_extent(n: int) -> Expr:
+    """What a loop over an axis of extent `n` runs to: the run-time dimension's variable for a
+    DynExtent, else the constant."""
+    return n.dim if isinstance(n, DynExtent) else Const(int(n), "int64")
+
+
+def run_product(extents: Sequence[int]) -> Expr:
+    """The product of `extents` at run time: a constant when none is a DynExtent, else the
+    static part times each run-time dimension's variable (a static part of 1 left out)."""
+    static = math.prod(int(n) for n in extents if not isinstance(n, DynExtent))
+    out: Expr = Const(static, "int64")
+    for n in extents:
+        if isinstance(n, DynExtent):
+            out = n.dim if isinstance(out, Const) and out.value == 1 else out * n.dim
+    return out
+
+
 class Const(Expr):
     __slots__ = ("value",)
 

@@ -340,11 +340,6 @@ def _by_reciprocal(e: te.Expr, cols: Sequence[te.Var]) -> te.Expr:
     return e
 
 
-def _run(extent: int) -> te.Expr:
-    """The extent a loop runs to: a run-time dimension's variable, else the constant."""
-    return extent.dim if isinstance(extent, te.DynExtent) else _c(int(extent))
-
-
 def _count_calls(e: te.Expr) -> int:
     own = 1 if isinstance(e, te.Unary) and e.op not in ("neg", "abs", "not") else 0
     return own + sum(_count_calls(c) for c in te.children(e))
@@ -363,13 +358,9 @@ class _RowBuilder:
         self.reciprocal = bool(config.get("reciprocal", True))
         self.nchunks = -(-self.plan.rows // self.chunk)
         # the extents the loops run to: the bound's, or a run-time dimension's
-        self.outer_run = [_run(d) for d in self.plan.outer]
-        self.inner_run = [_run(d) for d in self.plan.inner]
-        rows_run: te.Expr = _c(1)
-        for d in self.outer_run:
-            rows_run = d if isinstance(rows_run, te.Const) and rows_run.value == 1 else \
-                rows_run * d
-        self.rows_run = rows_run if self.plan.dynamic else _c(self.plan.rows)
+        self.outer_run = [te.run_extent(d) for d in self.plan.outer]
+        self.inner_run = [te.run_extent(d) for d in self.plan.inner]
+        self.rows_run = te.run_product(self.plan.outer)
         self.buffers: list[Buffer] = []
         self.buf: dict[int, Buffer] = {}
         self.scratch: set[int] = set()
@@ -493,8 +484,7 @@ class _RowBuilder:
         """The row's column dims as one loop, when every index stays affine in it (each
         buffer holds the row contiguously, or at a fixed stride): a 7x7 or 14x14 row then
         vectorises across its image rows instead of running 7 or 14 columns one by one."""
-        if len(cols) < 2 or self.plan.dynamic and any(
-                isinstance(d, te.DynExtent) for d in self.plan.inner):
+        if len(cols) < 2:  # (a row of several column axes never runs to a run-time dimension)
             return None
         c = te.Var("c")
         vmap: dict[te.Var, te.Expr] = {}

@@ -32,18 +32,6 @@ def _mean(s: te.Expr, n: te.Expr) -> te.Expr:
     return s / (te.Const(n.value, s.dtype) if isinstance(n, te.Const) else te.cast(s.dtype, n))
 
 
-def _count(shape: tuple[int, ...], axes: list[int]) -> te.Expr:
-    """How many elements a reduction over `axes` combines: a constant, or a product with the
-    run-time dimension where a reduced axis runs to one (`te.DynExtent`)."""
-    static = math.prod(int(shape[d]) for d in axes if not isinstance(shape[d], te.DynExtent))
-    n: te.Expr = te.Const(static, "int64")
-    for d in axes:
-        if isinstance(shape[d], te.DynExtent):
-            dim: te.Expr = shape[d].dim
-            n = dim if isinstance(n, te.Const) and n.value == 1 else n * dim
-    return n
-
-
 REDUCTIONS: dict[str, Reduction] = {
     "ReduceSum": Reduction("sum", lambda x: x),
     "ReduceMean": Reduction("sum", lambda x: x, _mean),
@@ -95,7 +83,7 @@ def _reduce(ctx: OpContext) -> list[te.Tensor]:
     if red.finish is None:
         return [acc]
     finish = red.finish
-    n = _count(x.shape, axes)
+    n = te.run_product([x.shape[d] for d in axes])  # the run-time count over a DynExtent
     return [te.compute(acc.shape, lambda *i: finish(acc[i], n), name=name + "_finish")]
 
 

@@ -328,7 +328,7 @@ class _Builder(ConvModes):
                 continue
             lv = te.Var("pk")
             vmap[v] = lv
-            kloops.append((lv, e.dim if isinstance(e, te.DynExtent) else i64(e)))
+            kloops.append((lv, te.run_extent(e)))
             kflat = kflat + lv
         # own axes: the last one innermost over its part of the tile, the others flattened
         axes = own.nonunit

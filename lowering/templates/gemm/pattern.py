@@ -67,9 +67,7 @@ class Group:
         if not isinstance(axes[0][1], te.DynExtent) or \
                 any(isinstance(e, te.DynExtent) for _, e in axes[1:]):
             return None
-        rest = math.prod(int(e) for _, e in axes[1:])
-        dim: te.Expr = axes[0][1].dim
-        return dim if rest == 1 else dim * i64(rest)
+        return te.run_product([e for _, e in axes])
 
     def unflatten(self, flat: te.Expr) -> dict[te.Var, te.Expr]:
         out: dict[te.Var, te.Expr] = {}
