@@ -23,14 +23,21 @@ from aotc.package.memory_plan import PlanBuffer, loop_lifetimes, plan_memory
 from aotc.package.program import Program, Step, TensorInfo
 from lowering import te
 from lowering.default_schedule import default_schedule
+from lowering.gpu_schedule import gpu_default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
 from lowering.ops import OPS, Alias, OpContext, run_op
+from lowering.schedule import StageSchedule
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.target import CpuTarget
+from targets.gpu.codegen import GpuModule, cuda_to_ptx, module_of
+from targets.gpu.render import RenderedKernel, RenderError, render_kernel
+from targets.gpu.target import GpuTarget
+
+Target = CpuTarget | GpuTarget
 
 DTYPE_NAMES: dict[ir.DataType, str] = {
     ir.DataType.FLOAT: "float32",
@@ -163,7 +170,7 @@ class _LoweredNode:
 
 
 class _Compiler:
-    def __init__(self, model: ir.Model, target: CpuTarget, name: str, file: str | None,
+    def __init__(self, model: ir.Model, target: Target, name: str, file: str | None,
                  dynamic: DynamicShapes | None = None) -> None:
         self.graph = model.graph
         # value name -> its axes that follow the run-time dimension (aotc/frontend/dynamic.py)
@@ -178,6 +185,7 @@ class _Compiler:
         self.steps: list[_PendingStep] = []
         self.kernels: dict[str, Kernel] = {}  # canonical text -> kernel (deduplicated)
         self.kernel_symbol: dict[str, str] = {}
+        self.rendered: dict[str, RenderedKernel] = {}  # GPU targets: symbol -> its source
         self.weights: dict[int, tuple[int, np.ndarray]] = {}  # id(value) -> (offset, array)
         self.weight_blob = bytearray()
         self.packed: dict[tuple, int] = {}  # (value, shape, content hash) -> weight offset
@@ -281,6 +289,10 @@ class _Compiler:
         if _is_constant(node):
             return None
         if control_flow.is_control(node):
+            if isinstance(self.target, GpuTarget):
+                raise AotcError(f"node '{node.name}' ({node.op_type}): control flow does not "
+                                f"compile for the {self.target.name} target yet", file=self.file,
+                                hint="compile for a CPU target (--target cpu)")
             return _LoweredNode(node, None, control=True)  # type: ignore[arg-type]
         ctx, results = self.lower_node(node)
         if len(results) != len(node.outputs):
@@ -382,6 +394,13 @@ class _Compiler:
         if key not in self.kernel_symbol:
             symbol = f"{self.name}_k{len(self.kernel_symbol)}"
             kernel.name = symbol
+            if isinstance(self.target, GpuTarget):
+                try:  # now, so that a kernel the renderer cannot take names its node
+                    self.rendered[symbol] = render_kernel(kernel)
+                except RenderError as e:
+                    raise AotcError(f"{e} does not compile for the {self.target.name} target "
+                                    "yet", file=self.file,
+                                    hint="compile for a CPU target (--target cpu)") from e
             self.kernel_symbol[key] = symbol
             self.kernels[key] = kernel
         return self.kernel_symbol[key]
@@ -392,11 +411,18 @@ class _Compiler:
         dtype = value_dtype(v, self.file)
         src = te.placeholder(shape, dtype, "src")
         dst = te.compute(shape, lambda *i: src[i], name="copy")
-        lanes = self.target.vector_lanes_f32
-        symbol = self.add_kernel(lower_kernel("k", [src], [dst],
-                                              lambda t: default_schedule(t, lanes)))
+        symbol = self.add_kernel(lower_kernel("k", [src], [dst], self.plain_schedule()))
         self.steps.append(_PendingStep(symbol, [self.location(v), _Loc("output", index)],
                                        f"output:{v.name}"))
+
+
+    def plain_schedule(self) -> Callable[[te.Tensor], StageSchedule]:
+        """The target's default schedule, for the copies the compiler adds itself."""
+        target = self.target
+        if isinstance(target, GpuTarget):
+            return lambda t: gpu_default_schedule(t, target.machine)
+        lanes = target.vector_lanes_f32
+        return lambda t: default_schedule(t, lanes)
 
 
 @contextmanager
@@ -475,7 +501,7 @@ def _io_axes(graph: ir.Graph, dyn_axes: dict[str, tuple[int, ...]], file: str | 
     return out
 
 
-def _kernel_spaces(model: ir.Model, target: CpuTarget, file: str | None) -> list[ScheduleSpace]:
+def _kernel_spaces(model: ir.Model, target: Target, file: str | None) -> list[ScheduleSpace]:
     """Every kernel's schedule space, in the order of the nodes (nothing built)."""
     c = _Compiler(model, target, "spaces", file)
     lowered = (c.prepare(node) for node in model.graph)
@@ -484,7 +510,7 @@ def _kernel_spaces(model: ir.Model, target: CpuTarget, file: str | None) -> list
 
 def compile_model(
     model: ir.Model,
-    target: CpuTarget,
+    target: Target,
     *,
     name: str = "model",
     num_threads: int = 0,
@@ -496,7 +522,10 @@ def compile_model(
     """Lower, generate and plan a model whose values all have static shapes. `tuner` picks
     each kernel's schedule (default: the cost model alone). A fixed thread count is what the
     schedules' parallel loops are ranked for, instead of the target's core count."""
-    if num_threads > 0:
+    if isinstance(target, GpuTarget) and dynamic is not None:
+        raise AotcError(f"the {target.name} target takes static shapes only for now", file=file,
+                        hint="give every input dimension a single value (--input-shape)")
+    if num_threads > 0 and isinstance(target, CpuTarget):
         target = target.with_machine(target.machine.with_cores(num_threads))
     graph = model.graph
     bad = unsupported_nodes(graph, model.functions)
@@ -554,11 +583,17 @@ def compile_model(
     if on_stage:
         on_stage("codegen")
     t0 = time.perf_counter()
-    mb = ModuleBuilder(target)
-    for k in c.kernels.values():
-        mb.add_kernel(k)
-    ll = mb.text()
-    obj, _ = optimize_and_emit(ll, target)
+    gpu: GpuModule | None = None
+    if isinstance(target, GpuTarget):
+        gpu = module_of(list(c.rendered.values()), target.dialect)
+        ll = gpu.source
+        obj = cuda_to_ptx(ll, target.arch).encode() if target.arch else b""
+    else:
+        mb = ModuleBuilder(target)
+        for k in c.kernels.values():
+            mb.add_kernel(k)
+        ll = mb.text()
+        obj, _ = optimize_and_emit(ll, target)
     times["codegen"] = time.perf_counter() - t0
 
     if on_stage:
@@ -604,9 +639,10 @@ def compile_model(
         weights=bytes(c.weight_blob),
         kernel_object=obj,
         kernel_ll=ll,
-        triple=target.triple,
+        triple=target.triple if isinstance(target, CpuTarget) else "",
         cpu=target.cpu,
-        cpu_features=list(target.runtime_features),
+        cpu_features=list(target.runtime_features) if isinstance(target, CpuTarget) else [],
+        gpu=gpu,
         num_threads=num_threads,
         dims=list(dynamic.dims) if dynamic else [],
         stats={"nodes": c.stats.nodes, "kernels": c.stats.kernels,

@@ -8,7 +8,11 @@ from dataclasses import dataclass, field, replace
 from lowering import te
 from lowering.affine import simplify_index
 
-LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll")
+# GPU targets: "block" is a loop bound to the grid (one work-group / thread block per
+# iteration), "thread" one bound to the threads of a block; a GPU kernel's stage nests start
+# with one of each (lowering/gpu_schedule.py), CPU code generators never see them.
+GPU_LOOP_KINDS = ("block", "thread")
+LOOP_KINDS = ("serial", "parallel", "vectorize", "unroll", *GPU_LOOP_KINDS)
 
 
 class Buffer:

@@ -197,3 +197,38 @@ MACHINES: dict[str, Machine] = {
     "generic-aarch64": Machine("generic-aarch64", 2.0, 128, 32, 1, 4, 1, 32 * KIB, 256 * KIB,
                                512 * KIB, 64, 32e9, 24e9, 12e9, 6e9, 4),
 }
+
+
+@dataclass(frozen=True)
+class GpuMachine:
+    """The machine model of a GPU target (targets/gpu/target.py): what its default schedule
+    and templates read. Per-device figures, not per-core ones."""
+
+    name: str
+    simd_width: int  # threads that issue together (a warp, a sub-group)
+    max_block_threads: int  # the most threads one block (work-group) may have
+    block_threads: int  # threads per block the default schedule uses
+    # bytes of fast on-chip memory a block may stage into (CUDA shared memory); 0 where
+    # "local" memory is ordinary cached memory (Mali), so staging through it buys nothing
+    local_memory: int
+    vector_bytes: int  # the widest load a thread issues in one instruction
+    compute_units: int  # SMs / shader cores
+    ghz: float
+    fp32_lanes: int  # FMA lanes per compute unit
+    memory_bandwidth: float  # bytes/s
+
+    @property
+    def peak_flops(self) -> float:
+        return 2 * self.fp32_lanes * self.compute_units * self.ghz * 1e9
+
+
+# Documented values: NVIDIA's H100 SXM datasheet and CUDA programming guide (warp 32, 1024
+# threads per block, 227 KiB of shared memory per block, 132 SMs of 128 FP32 lanes); the
+# Mali-like row is a Valhall-class GPU as Arm's OpenCL guide describes it (warps of 16, no
+# dedicated local memory, 128-bit loads, small work-groups); the generic OpenCL row assumes
+# only what every OpenCL 1.2 device offers.
+GPU_MACHINES: dict[str, GpuMachine] = {
+    "sm_90": GpuMachine("sm_90", 32, 1024, 256, 227 * KIB, 16, 132, 1.98, 128, 3.35e12),
+    "mali-valhall": GpuMachine("mali-valhall", 16, 256, 64, 0, 16, 16, 0.85, 32, 50e9),
+    "opencl-generic": GpuMachine("opencl-generic", 1, 256, 64, 16 * KIB, 16, 1, 1.0, 1, 10e9),
+}

@@ -212,6 +212,15 @@ class StageSchedule:
     def unroll(self, loop: Loop) -> None:
         self.annotate(loop, "unroll")
 
+    def bind(self, loop: Loop, axis: str) -> None:
+        """GPU targets: run `loop`'s iterations as the blocks of the grid (`axis` "block") or
+        as the threads of a block ("thread"); a spatial loop only (iterations independent)."""
+        if axis not in ("block", "thread"):
+            raise ScheduleError(f"bind: unknown axis {axis}; known: block, thread")
+        if loop.origin == "reduce":
+            raise ScheduleError(f"bind: {loop.name} is a reduction loop")
+        self.annotate(loop, axis)
+
     def pragma(self, loop: Loop, kind: str) -> None:
         """"prefetch": each iteration of `loop` first prefetches what the next one reads."""
         if kind not in PRAGMAS:
@@ -268,6 +277,9 @@ class StageSchedule:
         for pos, lp in enumerate(self.leaves):
             if lp.kind == "parallel" and pos != 0:
                 raise ScheduleError(f"parallel loop {lp.name} must be the outermost loop")
+            if lp.kind in ("block", "thread") and pos != ("block", "thread").index(lp.kind):
+                raise ScheduleError(f"{lp.kind} loop {lp.name} must be loop "
+                                    f"{('block', 'thread').index(lp.kind)} of the nest")
             if lp.tail is not None:
                 enclosing = {id(x.var) for x in self.leaves[:pos]}
                 for v in _vars_of(lp.tail[0]):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import ml_dtypes  # noqa: F401 (numpy's dtypes "bfloat16", "float8_e4m3fn", "int4", ...)
 import numpy as np
+
+if TYPE_CHECKING:
+    from targets.gpu.codegen import GpuModule
 
 Storage = Literal["arena", "weight", "input", "output"]
 
@@ -167,3 +170,6 @@ class Program:
     # dimensions left symbolic (at most one for now): kernels read its value from `dims`
     dims: list[RunTimeDim] = field(default_factory=list)
     stats: dict[str, object] = field(default_factory=dict)
+    # GPU targets: the kernels' source and each kernel's launches (kernel_ll holds the same
+    # source, kernel_object CUDA's PTX); None for a CPU program
+    gpu: GpuModule | None = None

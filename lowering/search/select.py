@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from lowering import te
-from lowering.machine import Target
+from lowering.machine import GpuMachine, Target
 from lowering.search.default_space import DefaultSpace
+from lowering.search.gpu_space import GpuDefaultSpace
 from lowering.search.space import ScheduleSpace
 from lowering.templates.depthwise import DepthwiseTemplate
 from lowering.templates.gemm import GemmTemplate
@@ -28,6 +29,8 @@ def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
     run-time dimension (`te.DynExtent`) gets only templates whose nests stop at run-time
     sizes (`runs_to_dims`), else the default schedule without knobs (nothing to tune: its
     loops already run to the dimension)."""
+    if isinstance(target.machine, GpuMachine):  # GPU templates come with their spaces
+        return GpuDefaultSpace(inputs, outputs, consts, target)
     dynamic = any(isinstance(d, te.DynExtent) for t in [*inputs, *outputs] for d in t.shape)
     for template in TEMPLATES:
         if dynamic and not getattr(template, "runs_to_dims", False):

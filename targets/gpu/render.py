@@ -1,0 +1,597 @@
+"""Loop IR → GPU kernel source, one renderer for two dialects (OpenCL C and CUDA C).
+
+Every stage of a kernel becomes one entry point (`NAME_sJ`), launched over a 1-D grid: its
+nest's "block" loop is the block index, its "thread" loop the thread index within the block,
+guarded where the last block is partial. The bodies are written once, in a C subset both
+languages read; what differs between them (address-space qualifiers, the entry-point keyword,
+thread indices, type names, bit casts) is a macro or typedef of the dialect's prelude
+(`prelude`), so the two renderings of a kernel differ in their prelude and nowhere else.
+
+Arguments, per buffer in the kernel's ABI order: a byte pointer and a byte offset, so that the
+host passes any buffer (a region of the arena, the weights, an input) the same way in either
+API (an OpenCL `cl_mem` cannot be offset on the host). float16 and bfloat16 are held as 16-bit
+words in memory and float32 in registers, bools as bytes, as on the CPU (lowering/te.py).
+
+Semantics follow the CPU code generator (targets/cpu/codegen.py): floor division and modulo
+of signed integers round toward negative infinity, "max" ignores a NaN operand, "max_nan"
+propagates it, a float → integer cast truncates through int32 (int64 for int64 and uint32),
+a select whose branches load evaluates only the taken branch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from lowering import te
+from lowering.affine import interval
+from lowering.loop_ir import (
+    Buffer,
+    BufLoad,
+    Call,
+    For,
+    Kernel,
+    Prefetch,
+    Seq,
+    Stmt,
+    Store,
+    simplify_indices,
+)
+
+DIALECTS = ("opencl", "cuda")
+
+# C type of a value in registers, per dtype
+_REG = {"float32": "f32", "float64": "f64", "float16": "f32", "bfloat16": "f32",
+        "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint64": "u64",
+        "uint32": "u32", "uint16": "u16", "uint8": "u8", "bool": "bool"}
+# C type of an element in memory
+_MEM = {**_REG, "float16": "u16", "bfloat16": "u16", "bool": "u8"}
+_UNSIGNED = ("uint64", "uint32", "uint16", "uint8")
+_SIGNED_INT = ("int64", "int32", "int16", "int8")
+_INT = _SIGNED_INT + _UNSIGNED
+_REAL = ("float32", "float64", "float16", "bfloat16")
+
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+_BITS = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
+# float functions of one argument, by their C name (overloaded for f32 in both dialects)
+_MATH1 = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
+          "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
+          "atan": "atan", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sinh": "sinh",
+          "cosh": "cosh", "floor": "floor", "ceil": "ceil", "round": "rint", "abs": "fabs"}
+
+
+class RenderError(Exception):
+    """The kernel uses something the GPU renderer does not take (yet); the message says what."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One entry point of a rendered kernel and its grid: `blocks` blocks of `threads`."""
+
+    function: str
+    blocks: int
+    threads: int
+
+
+@dataclass
+class RenderedKernel:
+    name: str
+    body: str  # the entry points (no prelude)
+    launches: list[Launch]
+    buffers: list[Buffer]
+    uses_f64: bool = False
+
+
+_TYPEDEFS = {
+    "opencl": ("typedef long i64; typedef ulong u64; typedef int i32; typedef uint u32;\n"
+               "typedef short i16; typedef ushort u16; typedef char i8; typedef uchar u8;\n"
+               "typedef float f32;\n"),
+    "cuda": ("typedef long long i64; typedef unsigned long long u64; typedef int i32;\n"
+             "typedef unsigned int u32; typedef short i16; typedef unsigned short u16;\n"
+             "typedef signed char i8; typedef unsigned char u8; typedef float f32;\n"),
+}
+_MACROS = {
+    "opencl": ("#define AOTC_KERNEL __kernel void\n"
+               "#define AOTC_GLOBAL __global\n"
+               "#define AOTC_FN static inline\n"
+               "#define AOTC_BLOCK_ID ((i64)get_group_id(0))\n"
+               "#define AOTC_THREAD_ID ((i64)get_local_id(0))\n"
+               "#define AOTC_F32_FROM_BITS(u) as_float((u32)(u))\n"
+               "#define AOTC_F32_TO_BITS(x) as_uint(x)\n"
+               "#define AOTC_F64_FROM_BITS(u) as_double((u64)(u))\n"),
+    "cuda": ("#define AOTC_KERNEL extern \"C\" __global__ void\n"
+             "#define AOTC_GLOBAL\n"
+             "#define AOTC_FN static __device__ __forceinline__\n"
+             "#define AOTC_BLOCK_ID ((i64)blockIdx.x)\n"
+             "#define AOTC_THREAD_ID ((i64)threadIdx.x)\n"
+             "#define AOTC_F32_FROM_BITS(u) __uint_as_float((u32)(u))\n"
+             "#define AOTC_F32_TO_BITS(x) __float_as_uint(x)\n"
+             "#define AOTC_F64_FROM_BITS(u) __longlong_as_double((long long)(u))\n"),
+}
+
+# Helpers written once in the common subset (after the dialect's macros).
+_HELPERS = """\
+/* floor division and modulo of signed integers (Python's, which index arithmetic needs) */
+#define AOTC_FLOOR_DIVMOD(T) \\
+AOTC_FN T aotc_floordiv_##T(T a, T b) { T q = a / b; return (a % b != 0 && ((a % b < 0) != (b < 0))) ? q - 1 : q; } \\
+AOTC_FN T aotc_mod_##T(T a, T b) { T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+AOTC_FLOOR_DIVMOD(i64)
+AOTC_FLOOR_DIVMOD(i32)
+AOTC_FLOOR_DIVMOD(i16)
+AOTC_FLOOR_DIVMOD(i8)
+/* float16 and bfloat16 words <-> float32, rounded to nearest even (NaN stays NaN) */
+AOTC_FN f32 aotc_f16_to_f32(u16 h) {
+  u32 sign = ((u32)h & 0x8000u) << 16, e = ((u32)h >> 10) & 0x1fu, m = (u32)h & 0x3ffu;
+  if (e == 0x1fu) return AOTC_F32_FROM_BITS(sign | 0x7f800000u | (m << 13));
+  if (e == 0) { f32 v = (f32)m * 5.9604644775390625e-8f; return sign ? -v : v; }
+  return AOTC_F32_FROM_BITS(sign | ((e + 112u) << 23) | (m << 13));
+}
+AOTC_FN u16 aotc_f32_to_f16(f32 x) {
+  u32 b = AOTC_F32_TO_BITS(x), sign = (b >> 16) & 0x8000u, a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) return (u16)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return (u16)(sign | 0x7c00u);          /* rounds past 65504 */
+  if (a < 0x38800000u) {                                        /* a subnormal half */
+    u32 m = (a & 0x7fffffu) | 0x800000u, sh = 126u - (a >> 23);
+    if (sh > 24u) return (u16)sign;
+    u32 q = m >> sh, rest = m & ((1u << sh) - 1u), mid = 1u << (sh - 1u);
+    q += (rest > mid || (rest == mid && (q & 1u))) ? 1u : 0u;
+    return (u16)(sign | q);
+  }
+  u32 r = a - 0x38000000u;                                      /* rebias 127 -> 15 */
+  r += 0xfffu + ((r >> 13) & 1u);
+  return (u16)(sign | (r >> 13));
+}
+AOTC_FN f32 aotc_bf16_to_f32(u16 h) { return AOTC_F32_FROM_BITS((u32)h << 16); }
+AOTC_FN u16 aotc_f32_to_bf16(f32 x) {
+  u32 b = AOTC_F32_TO_BITS(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) return (u16)((b >> 16) | 0x40u);
+  return (u16)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+"""
+
+
+def prelude(dialect: str, uses_f64: bool = False) -> str:
+    """What a module's source starts with in `dialect`: the only text that differs between
+    the two renderings."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown GPU dialect {dialect}; known: {DIALECTS}")
+    head = "/* generated by aotc */\n"
+    if dialect == "opencl" and uses_f64:
+        head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    f64 = "typedef double f64;\n"
+    return head + _MACROS[dialect] + _TYPEDEFS[dialect] + f64 + _HELPERS
+
+
+@dataclass
+class _Scope:
+    cached: dict[int, str] = field(default_factory=dict)
+
+
+class _StageWriter:
+    """Writes one stage nest as C statements."""
+
+    def __init__(self, buffers: list[Buffer]) -> None:
+        self.bufs = {id(b): f"b{i}" for i, b in enumerate(buffers)}
+        self.lines: list[str] = []
+        self.depth = 1
+        self.names: dict[int, str] = {}
+        self.scopes: list[_Scope] = [_Scope()]
+        self.count = 0
+        self.uses_f64 = False
+        self.ranges: dict[te.Var, tuple[int, int]] = {}  # loop variables' values, where known
+
+    # output ---------------------------------------------------------------------------------
+    def line(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def open(self, head: str) -> None:
+        self.line(head + " {")
+        self.depth += 1
+        self.scopes.append(_Scope())
+
+    def close(self) -> None:
+        self.scopes.pop()
+        self.depth -= 1
+        self.line("}")
+
+    def tmp(self) -> str:
+        self.count += 1
+        return f"t{self.count}"
+
+    def var(self, v: te.Var) -> str:
+        if id(v) not in self.names:
+            self.names[id(v)] = f"v{len(self.names)}"
+        return self.names[id(v)]
+
+    # statements -----------------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, Seq):
+            self.seq(s.stmts)
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s.buf, s.index, self.expr(s.value))
+        elif isinstance(s, Prefetch):
+            pass  # a cache hint of CPU schedules; GPUs have no use for it
+        elif isinstance(s, Call):
+            raise RenderError(f"a call of {s.func} (a CPU micro-kernel)")
+        else:
+            raise RenderError(f"unexpected statement {s!r}")
+
+    def seq(self, stmts: list[Stmt]) -> None:
+        i = 0
+        while i < len(stmts):
+            if i + 1 < len(stmts) and self.accumulate(stmts[i], stmts[i + 1]):
+                i += 2
+                continue
+            self.stmt(stmts[i])
+            i += 1
+
+    def loop(self, s: For) -> None:
+        if s.kind in ("block", "thread", "parallel", "vectorize"):
+            raise RenderError(f"a {s.kind} loop inside a GPU stage nest")
+        v = self.var(s.var)
+        start, end = self.expr(s.start), self.expr(s.extent)
+        self.note_range(s)
+        if s.kind == "unroll":
+            self.line("#pragma unroll")
+        self.open(f"for (i64 {v} = {start}; {v} < {end}; ++{v})")
+        self.stmt(s.body)
+        self.close()
+
+    def note_range(self, s: For, count: int | None = None) -> None:
+        """The values `s.var` takes, where its bounds say (index arithmetic on non-negative
+        values then divides without the floor correction)."""
+        lo = interval(s.start, self.ranges)
+        hi = interval(s.extent, self.ranges) if count is None else (count, count)
+        if lo is not None and hi is not None:
+            self.ranges[s.var] = (lo[0], hi[1] - 1)
+
+    def accumulate(self, init: Stmt, update: Stmt) -> bool:
+        """A reduction as lowered (the output element set to the initial value, then a nest
+        of reduce loops combining into it) kept in a register: one load-free accumulator
+        instead of a read and a write of memory per step."""
+        if not isinstance(init, Store) or not isinstance(update, For):
+            return False
+        inner: Stmt = update
+        loops: list[For] = []
+        while isinstance(inner, For):
+            loops.append(inner)
+            inner = inner.body
+        if not isinstance(inner, Store) or inner.buf is not init.buf:
+            return False
+        if repr(inner.index) != repr(init.index) or any(
+                te.mentions(init.index, lp.var) for lp in loops):
+            return False
+        own = [ld for ld in _loads(inner.value) if ld.buf is init.buf]
+        if len(own) != 1 or repr(own[0].index) != repr(init.index):
+            return False  # reads its output elsewhere too: keep the memory form
+        acc = self.tmp()
+        self.line(f"{_REG[init.buf.dtype]} {acc} = {self.expr(init.value)};")
+        depth = self.depth
+        for lp in loops:
+            v = self.var(lp.var)
+            if lp.kind not in ("serial", "unroll"):
+                raise RenderError(f"a {lp.kind} loop inside a GPU stage nest")
+            self.note_range(lp)
+            if lp.kind == "unroll":
+                self.line("#pragma unroll")
+            self.open(f"for (i64 {v} = {self.expr(lp.start)}; {v} < {self.expr(lp.extent)}; "
+                      f"++{v})")
+        value = _replace_load(inner.value, own[0], _Register(acc, init.buf.dtype))
+        self.line(f"{acc} = {self.expr(value)};")
+        while self.depth > depth:
+            self.close()
+        self.store(init.buf, init.index, acc)
+        return True
+
+    def store(self, buf: Buffer, index: te.Expr, value: str) -> None:
+        dst = f"{self.bufs[id(buf)]}[{self.expr(index)}]"
+        if buf.dtype == "float16":
+            value = f"aotc_f32_to_f16({value})"
+        elif buf.dtype == "bfloat16":
+            value = f"aotc_f32_to_bf16({value})"
+        elif buf.dtype == "bool":
+            value = f"(u8)({value})"
+        self.line(f"{dst} = {value};")
+
+    # expressions ----------------------------------------------------------------------------
+    def expr(self, e: te.Expr) -> str:
+        """A C expression of `e`: a name or a literal. Composite values are computed into
+        temporaries of the current scope (each once per scope)."""
+        if isinstance(e, _Register):
+            return e.name
+        if isinstance(e, te.Var):
+            if isinstance(e, te.DimVar):
+                raise RenderError("a run-time dimension (GPU targets take static shapes only)")
+            return self.var(e)
+        if isinstance(e, te.Const):
+            return _literal(e)
+        for sc in reversed(self.scopes):
+            if id(e) in sc.cached:
+                return sc.cached[id(e)]
+        if e.dtype == "float64":
+            self.uses_f64 = True
+        if e.dtype not in _REG:
+            raise RenderError(f"the {e.dtype} element type")
+        if isinstance(e, te.Select) and not (_speculatable(e.t) and _speculatable(e.f)):
+            return self.branch(e)
+        text = self.compose(e)
+        r = self.tmp()
+        self.line(f"const {_REG[e.dtype]} {r} = {text};")
+        self.scopes[-1].cached[id(e)] = r
+        return r
+
+    def branch(self, e: te.Select) -> str:
+        """A select whose branches load: only the taken one runs (the other may index out of
+        bounds: padding, masks)."""
+        r = self.tmp()
+        cond = self.expr(e.cond)
+        self.line(f"{_REG[e.dtype]} {r};")
+        self.open(f"if ({cond})")
+        self.line(f"{r} = {self.expr(e.t)};")
+        self.close()
+        self.open("else")
+        self.line(f"{r} = {self.expr(e.f)};")
+        self.close()
+        self.scopes[-1].cached[id(e)] = r
+        return r
+
+    def compose(self, e: te.Expr) -> str:
+        if isinstance(e, BufLoad):
+            ref = f"{self.bufs[id(e.buf)]}[{self.expr(e.index)}]"
+            if e.buf.dtype == "float16":
+                return f"aotc_f16_to_f32({ref})"
+            if e.buf.dtype == "bfloat16":
+                return f"aotc_bf16_to_f32({ref})"
+            if e.buf.dtype == "bool":
+                return f"({ref} != 0)"
+            return ref
+        if isinstance(e, te.Binary):
+            return self.binary(e)
+        if isinstance(e, te.Unary):
+            return self.unary(e)
+        if isinstance(e, te.Select):
+            return f"({self.expr(e.cond)} ? {self.expr(e.t)} : {self.expr(e.f)})"
+        if isinstance(e, te.Cast):
+            return self.cast(e)
+        raise RenderError(f"not a loop-IR expression: {e!r}")
+
+    def binary(self, e: te.Binary) -> str:
+        dt = e.a.dtype
+        a, b = self.expr(e.a), self.expr(e.b)
+        t = _REG[e.dtype]
+        real = dt in _REAL
+        if e.op in _COMPARE:
+            return f"({a} {_COMPARE[e.op]} {b})"
+        if dt == "bool" and e.op in ("and", "or", "xor"):
+            return {"and": f"({a} && {b})", "or": f"({a} || {b})", "xor": f"({a} != {b})"}[e.op]
+        if e.op in _ARITH:
+            return f"({t})({a} {_ARITH[e.op]} {b})"
+        if e.op in _BITS and not real:
+            return f"({t})({a} {_BITS[e.op]} {b})"
+        if e.op in ("min", "max"):
+            if real:
+                return f"f{e.op}({a}, {b})"
+            return f"({a} {'<' if e.op == 'min' else '>'} {b} ? {a} : {b})"
+        if e.op == "max_nan":
+            if real:
+                return f"(({a} > {b} || isnan({a})) ? {a} : {b})"
+            return f"({a} > {b} ? {a} : {b})"
+        if e.op == "pow" and real:
+            return f"pow({a}, {b})"
+        if e.op == "fmod" and real:
+            return f"fmod({a}, {b})"
+        if e.op in ("floordiv", "mod") and not real:
+            dividend, divisor = interval(e.a, self.ranges), interval(e.b, self.ranges)
+            if dt in _UNSIGNED or (dividend is not None and dividend[0] >= 0
+                                   and divisor is not None and divisor[0] > 0):
+                return f"({t})({a} {'/' if e.op == 'floordiv' else '%'} {b})"
+            return f"aotc_{e.op}_{t}({a}, {b})"
+        raise RenderError(f"{e.op} of {dt}")
+
+    def unary(self, e: te.Unary) -> str:
+        dt = e.dtype
+        a = self.expr(e.a)
+        t = _REG[dt]
+        if e.op == "not":
+            return f"(!{a})"
+        if e.op == "neg":
+            return f"({t})(-{a})"
+        if dt not in _REAL:
+            if e.op == "abs":
+                return a if dt in _UNSIGNED else f"({a} < 0 ? ({t})(-{a}) : {a})"
+            if e.op in ("floor", "ceil", "round"):
+                return a
+            raise RenderError(f"{e.op} of {dt}")
+        one = _literal(te.Const(1.0, "float64" if dt == "float64" else "float32"))
+        zero = _literal(te.Const(0.0, "float64" if dt == "float64" else "float32"))
+        if e.op == "sigmoid":
+            return f"({one} / ({one} + exp(-{a})))"
+        if e.op == "softplus":
+            return f"(fmax({a}, {zero}) + log1p(exp(-fabs({a}))))"
+        if e.op in _MATH1:
+            return f"{_MATH1[e.op]}({a})"
+        raise RenderError(f"{e.op} of {dt}")
+
+    def cast(self, e: te.Cast) -> str:
+        src, dst = e.a.dtype, e.dtype
+        a = self.expr(e.a)
+        if src == dst:
+            return a
+        if src not in _REG or dst not in _REG:
+            raise RenderError(f"a cast from {src} to {dst}")
+        if dst == "bool":
+            return f"({a} != 0)"
+        if dst in _REAL:
+            if dst == "float16":
+                return f"aotc_f16_to_f32(aotc_f32_to_f16((f32){a}))"
+            if dst == "bfloat16":
+                return f"aotc_bf16_to_f32(aotc_f32_to_bf16((f32){a}))"
+            return f"({_REG[dst]}){a}"
+        if src in _REAL:
+            if dst == "uint64":
+                return f"(u64){a}"
+            wide = "i64" if dst in ("int64", "uint32") else "i32"
+            return f"({_REG[dst]})({wide}){a}"
+        return f"({_REG[dst]}){a}"
+
+
+class _Register(te.Expr):
+    """An accumulator held in a C variable (`accumulate`)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str, dtype: str) -> None:
+        self.name, self.dtype = name, dtype
+
+
+def _replace_load(e: te.Expr, old: BufLoad, new: te.Expr,
+                  memo: dict[int, te.Expr] | None = None) -> te.Expr:
+    """`e` with the load `old` replaced by `new`; shared subexpressions stay shared."""
+    memo = {} if memo is None else memo
+    if e is old:
+        return new
+    if isinstance(e, BufLoad):
+        return e
+    if id(e) not in memo:
+        memo[id(e)] = te.map_children(e, lambda c: _replace_load(c, old, new, memo))
+    return memo[id(e)]
+
+
+def _loads(e: te.Expr) -> list[BufLoad]:
+    out: list[BufLoad] = []
+
+    def visit(x: te.Expr) -> None:
+        if isinstance(x, BufLoad):
+            out.append(x)
+            visit(x.index)
+        for c in te.children(x):
+            visit(c)
+
+    visit(e)
+    return out
+
+
+def _speculatable(e: te.Expr) -> bool:
+    """Whether `e` may be evaluated when its select does not choose it: no load (its index
+    could be out of bounds there) and no integer division (which could divide by zero)."""
+    if isinstance(e, BufLoad):
+        return False
+    if isinstance(e, te.Binary) and e.op in ("div", "floordiv", "mod") and e.dtype in _INT:
+        return False
+    return all(_speculatable(c) for c in te.children(e))
+
+
+def _literal(c: te.Const) -> str:
+    t = _REG.get(c.dtype)
+    if t is None:
+        raise RenderError(f"the {c.dtype} element type")
+    if c.dtype == "bool":
+        return "true" if c.value else "false"
+    if c.dtype in _REAL:
+        v = float(c.value)
+        if c.dtype == "float64":
+            if math.isfinite(v):
+                return f"{v.hex()}"
+            bits = {math.inf: 0x7FF0000000000000, -math.inf: 0xFFF0000000000000}.get(
+                v, 0x7FF8000000000000)
+            return f"AOTC_F64_FROM_BITS(0x{bits:x}UL)"
+        if math.isfinite(v):
+            return f"{v.hex()}f"
+        bits = {math.inf: 0x7F800000, -math.inf: 0xFF800000}.get(v, 0x7FC00000)
+        return f"AOTC_F32_FROM_BITS(0x{bits:x}u)"
+    v = int(c.value)
+    if -(1 << 31) <= v < (1 << 31):
+        return f"(({t}){v})"
+    return f"(({t})0x{v & ((1 << 64) - 1):x}UL)"
+
+
+def render_kernel(k: Kernel) -> RenderedKernel:
+    """The kernel's entry points, one per stage nest, in the common subset."""
+    out: list[str] = []
+    launches: list[Launch] = []
+    uses_f64 = False
+    params = ", ".join(f"AOTC_GLOBAL u8* p{i}, i64 o{i}" for i in range(len(k.buffers)))
+    for j, stage in enumerate(k.stages):
+        stage = simplify_indices(stage)
+        w = _StageWriter(k.buffers)
+        for i, b in enumerate(k.buffers):
+            if b.dtype not in _MEM:
+                raise RenderError(f"the {b.dtype} element type (buffer {b.name})")
+            w.line(f"AOTC_GLOBAL {_MEM[b.dtype]}* b{i} = (AOTC_GLOBAL {_MEM[b.dtype]}*)"
+                   f"(p{i} + o{i});  /* {b.role} {b.name} */")
+        blocks, threads = _grid(stage)
+        if blocks is None:
+            # no spatial loop to spread: the whole nest on one thread
+            w.open("if (AOTC_BLOCK_ID == 0 && AOTC_THREAD_ID == 0)")
+            w.stmt(stage)
+            w.close()
+            blocks, threads = 1, 1
+        else:
+            assert isinstance(stage, For) and isinstance(stage.body, For)
+            inner = stage.body
+            w.note_range(stage)
+            w.note_range(inner, threads)
+            bv, tv = w.var(stage.var), w.var(inner.var)
+            w.line(f"const i64 {bv} = AOTC_BLOCK_ID;")
+            w.line(f"const i64 {tv} = AOTC_THREAD_ID;")
+            if not (isinstance(inner.extent, te.Const) and inner.extent.value == threads):
+                w.open(f"if ({tv} < {w.expr(inner.extent)})")
+                w.stmt(inner.body)
+                w.close()
+            else:
+                w.stmt(inner.body)
+        fn = f"{k.name}_s{j}"
+        out.append(f"AOTC_KERNEL {fn}({params}) {{\n" + "\n".join(w.lines) + "\n}\n")
+        launches.append(Launch(fn, blocks, threads))
+        uses_f64 = uses_f64 or w.uses_f64 or any(b.dtype == "float64" for b in k.buffers)
+    return RenderedKernel(k.name, "\n".join(out), launches, list(k.buffers), uses_f64)
+
+
+def _grid(stage: Stmt) -> tuple[int | None, int]:
+    """(blocks, threads) of a nest that starts with a block loop and a thread loop, else
+    (None, 1). The block loop's extent is the grid; the thread loop's, at most, the block."""
+    if not (isinstance(stage, For) and stage.kind == "block"):
+        if _has_bound_loop(stage):
+            raise RenderError("a block or thread loop that is not the start of its nest")
+        return None, 1
+    inner = stage.body
+    if not (isinstance(inner, For) and inner.kind == "thread"):
+        raise RenderError("a block loop not directly followed by a thread loop")
+    for lp in (stage, inner):
+        if not (isinstance(lp.start, te.Const) and lp.start.value == 0):
+            raise RenderError("a bound loop that does not start at 0")
+    if not isinstance(stage.extent, te.Const):
+        raise RenderError("a grid whose size is not a constant")
+    threads = _max_extent(inner.extent)
+    if _has_bound_loop(inner.body):
+        raise RenderError("a block or thread loop inside another")
+    return int(stage.extent.value), threads
+
+
+def _max_extent(e: te.Expr) -> int:
+    """The largest value of a thread loop's extent: a constant, or min(constant, ...) for
+    the partial last block."""
+    if isinstance(e, te.Const):
+        return int(e.value)
+    if isinstance(e, te.Binary) and e.op == "min":
+        for side in (e.a, e.b):
+            if isinstance(side, te.Const):
+                return int(side.value)
+    raise RenderError(f"a thread loop of extent {e!r}")
+
+
+def _has_bound_loop(s: Stmt) -> bool:
+    if isinstance(s, For):
+        return s.kind in ("block", "thread") or _has_bound_loop(s.body)
+    if isinstance(s, Seq):
+        return any(_has_bound_loop(x) for x in s.stmts)
+    return False
+
+
+def render_module(kernels: list[RenderedKernel], dialect: str) -> str:
+    """One source file: the dialect's prelude, then every kernel's entry points."""
+    uses_f64 = any(k.uses_f64 for k in kernels)
+    return prelude(dialect, uses_f64) + "\n" + "\n".join(k.body for k in kernels)

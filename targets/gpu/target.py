@@ -1,0 +1,56 @@
+"""GPU targets as data: the kernel language (dialect), the architecture kernels are compiled
+for, and the machine model (`lowering.machine.GpuMachine`) the schedules read.
+
+`opencl` is any OpenCL 1.2 device (PoCL runs it on this CPU, which is how the suite executes
+every GPU kernel); `mali` a Valhall-class Mali GPU through OpenCL; `cuda[:sm_XX]` an NVIDIA
+GPU through CUDA (default sm_90; other architectures keep the sm_90 machine model until one
+of their own is written). Nothing tests a target's name: schedules read the machine model,
+the renderer the dialect.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from aotc.errors import AotcError
+from lowering.machine import GPU_MACHINES, GpuMachine
+
+
+@dataclass(frozen=True)
+class GpuTarget:
+    name: str
+    dialect: str  # "opencl" | "cuda" (targets/gpu/render.py)
+    arch: str | None  # CUDA's "sm_90"; None for OpenCL (built from source on the device)
+    machine: GpuMachine
+
+    @property
+    def cpu(self) -> str:
+        """The name tuning logs file this target's kernels under."""
+        return self.arch or self.machine.name
+
+
+GPU_TARGETS: dict[str, GpuTarget] = {
+    "opencl": GpuTarget("opencl", "opencl", None, GPU_MACHINES["opencl-generic"]),
+    "mali": GpuTarget("mali", "opencl", None, GPU_MACHINES["mali-valhall"]),
+    "cuda": GpuTarget("cuda", "cuda", "sm_90", GPU_MACHINES["sm_90"]),
+}
+
+
+def is_gpu_target(name: str) -> bool:
+    return name.split(":")[0] in GPU_TARGETS
+
+
+def gpu_target(name: str) -> GpuTarget:
+    """`opencl`, `mali`, `cuda` or `cuda:sm_XX`."""
+    base, _, arch = name.partition(":")
+    if base not in GPU_TARGETS:
+        raise AotcError(f"unknown GPU target '{name}'", hint=f"one of {sorted(GPU_TARGETS)} "
+                        "(cuda:sm_XX for another CUDA architecture)")
+    t = GPU_TARGETS[base]
+    if arch:
+        if t.dialect != "cuda" or not re.fullmatch(r"sm_\d{2,3}[a-z]?", arch):
+            raise AotcError(f"'{name}': an architecture is given as cuda:sm_XX (e.g. "
+                            "cuda:sm_80)")
+        t = GpuTarget(f"cuda:{arch}", "cuda", arch, t.machine)
+    return t
