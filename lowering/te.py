@@ -556,6 +556,14 @@ def children(e: Expr) -> tuple[Expr, ...]:
     return ()
 
 
+def loads_in(e: Expr) -> list[Load]:
+    """Every tensor load in `e`, outermost first."""
+    out = [e] if isinstance(e, Load) else []
+    for c in children(e):
+        out += loads_in(c)
+    return out
+
+
 def tensors_read(e: Expr) -> list[Tensor]:
     """Tensors loaded anywhere in `e`, in first-use order, without duplicates."""
     seen: dict[int, Tensor] = {}

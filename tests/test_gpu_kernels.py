@@ -190,3 +190,71 @@ def test_module_prelude_per_dialect() -> None:
     ocl, cuda = render_module([k], "opencl"), render_module([k], "cuda")
     assert ocl[len(prelude("opencl")):] == cuda[len(prelude("cuda")):]
     assert "__kernel" in ocl and "__global__" in cuda
+
+
+def _matmul(m: int, k: int, n: int, dtype: str = "float32"):
+    a = te.placeholder((m, k), dtype, "a")
+    b = te.placeholder((k, n), dtype, "b")
+    r = te.reduce_axis(k, "r")
+    c = te.compute((m, n), lambda i, j: te.reduce_sum(a[i, r.var] * b[r.var, j], [r]), name="c")
+    return a, b, c
+
+
+def test_register_tile_axes_come_from_the_loads() -> None:
+    """A matrix product tiles rows x columns; a convolution output channels x pixels; an
+    element-wise stage and a row reduction (each load depends on both axes) nothing."""
+    from lowering.gpu_schedule import tile_axes
+
+    _, _, c = _matmul(8, 8, 8)
+    assert tile_axes(c) == (0, 1)
+    x = te.placeholder((1, 4, 10, 10), "float32", "x")
+    w = te.placeholder((8, 4, 3, 3), "float32", "w")
+    rc, ry, rx = te.reduce_axis(4, "rc"), te.reduce_axis(3, "ry"), te.reduce_axis(3, "rx")
+    conv = te.compute((1, 8, 8, 8), lambda n, f, y, xx: te.reduce_sum(
+        x[n, rc.var, y + ry.var, xx + rx.var] * w[f, rc.var, ry.var, rx.var], [rc, ry, rx]),
+        name="conv")
+    assert tile_axes(conv) == (1, 3)
+    q = te.reduce_axis(8, "q")
+    row_sums = te.compute((8, 8), lambda i, j: te.reduce_sum(c[i, q.var] * c[j, q.var], [q]),
+                          name="gram")
+    assert tile_axes(row_sums) == (0, 1)  # c[i, q] ignores j, c[j, q] ignores i
+    z = te.placeholder((8, 8, 8), "float32", "z")
+    sums = te.compute((8, 8), lambda i, j: te.reduce_sum(z[i, j, q.var], [q]), name="sums")
+    assert tile_axes(sums) is None  # its one load depends on both axes
+    ew = te.compute((8, 8), lambda i, j: c[i, j] * 2.0, name="ew")
+    assert tile_axes(ew) is None
+
+
+@pytest.mark.parametrize("tile", [(4, 4), (2, 4), (4, 8), (1, 4)])
+def test_register_tile_keeps_partial_results_in_an_array(tile: tuple[int, int]) -> None:
+    """The tiled product's reduce loop reads and writes only the register array; the output
+    is stored once per element, after the reduction."""
+    _, _, c = _matmul(37, 50, 29)
+    a, b = c.op.body.body.a.tensor, c.op.body.body.b.tensor  # type: ignore[union-attr]
+    k = render_kernel(lower_kernel("mm", [a, b], [c], lambda t: gpu_default_schedule(
+        t, GPU_MACHINES["mali-valhall"], tile)))
+    body = k.body
+    assert f"[{tile[0] * tile[1]}];" in body
+    # one access of the output in all: the store after the reduce loop (over r < 50)
+    assert body.count("b2[") == 1
+    assert body.index("b2[") > body.index("< ((i64)50)")
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("tile", [(1, 1), (2, 2), (4, 4), (4, 8), (8, 4)])
+@pytest.mark.parametrize("shape", [(37, 50, 29), (64, 16, 64), (3, 7, 5)])
+def test_register_tiles_match_numpy(tile: tuple[int, int], shape: tuple[int, int, int]) -> None:
+    """Partial tiles at both edges, tiles larger than an axis, several thread counts."""
+    from targets.gpu.opencl_device import run_kernel
+
+    m, k, n = shape
+    a, b, c = _matmul(m, k, n)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = rng.standard_normal((k, n)).astype(np.float32)
+    for threads in (None, 7):
+        kern = lower_kernel("mm", [a, b], [c], lambda t, th=threads: gpu_default_schedule(
+            t, GPU_MACHINES["opencl-generic"], tile, th))
+        got, = run_kernel(kern, [x, y])
+        np.testing.assert_allclose(got, x @ y, rtol=1e-4, atol=1e-4)

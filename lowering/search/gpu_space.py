@@ -1,39 +1,93 @@
-"""The schedule space of any computation on a GPU target: the GPU default schedule
-(lowering/gpu_schedule.py), no knobs yet. Its cost model counts what every thread moves and
-computes against the device's bandwidth and peak (the larger of the two), enough to rank the
-kernels of one model for a tuning budget; templates of their own come with their spaces."""
+"""The schedule space of any computation on a GPU target: per stage, the register tile of a
+reduction (lowering/gpu_schedule.py, where `tile_axes` finds one) and the threads per block.
+
+The cost model counts, per stage, the values its threads load (a load that ignores a tile's
+rows is shared by the tile's rows, and so on) and its arithmetic, against the device's
+bandwidth and peak; a grid with fewer threads than the device keeps in flight runs at that
+fraction of the peak. Rough (no device to fit it to yet); enough to prefer tiles that reuse
+loads while leaving the device enough threads, which is the trade a register tile makes.
+"""
 
 from __future__ import annotations
 
+import math
+
 from lowering import te
-from lowering.gpu_schedule import gpu_default_schedule
-from lowering.lower import lower_kernel
+from lowering.gpu_schedule import Tile, gpu_default_schedule, tile_axes
+from lowering.lower import lower_kernel, stages_of
 from lowering.machine import GpuMachine
-from lowering.search.space import BuiltKernel, Config, ScheduleSpace
+from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
+
+_TILES: tuple[Tile, ...] = ((4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 8), (8, 4), (1, 1))
+# threads resident per compute unit that hide the latency of its loads (a rule of thumb: a
+# few warps per scheduler)
+_RESIDENT_WARPS = 16
 
 
 class GpuDefaultSpace(ScheduleSpace):
     kind = "gpu-default"
 
+    def __init__(self, inputs, outputs, consts, target) -> None:
+        super().__init__(inputs, outputs, consts, target)
+        assert isinstance(target.machine, GpuMachine)
+        self.machine: GpuMachine = target.machine
+        self.stages = [t for t in stages_of(self.outputs) if t.op is not None and not t.op.inline]
+        self.axes = [tile_axes(t) for t in self.stages]
+        for i, (t, axes) in enumerate(zip(self.stages, self.axes, strict=True)):
+            if axes is None:
+                continue
+            rows, cols = t.shape[axes[0]], t.shape[axes[1]]
+            tiles = [tl for tl in _TILES if tl[0] <= rows and tl[1] <= cols]
+            if len(tiles) > 1:
+                self.knobs.append(Knob(f"s{i}.tile", tuple(list(tl) for tl in tiles)))
+        m = self.machine
+        threads = tuple(dict.fromkeys(n for n in (m.block_threads, 64, 128, 256)
+                                      if n <= m.max_block_threads))
+        if len(threads) > 1 and self.stages:
+            self.knobs.append(Knob("threads", threads))
+
+    def _tile(self, config: Config, i: int) -> Tile:
+        got = config.get(f"s{i}.tile")
+        return (1, 1) if got is None else (int(got[0]), int(got[1]))  # type: ignore[index]
+
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
-        machine = self.target.machine
-        assert isinstance(machine, GpuMachine)
-        return BuiltKernel(lower_kernel(name, self.inputs, self.outputs,
-                                        lambda t: gpu_default_schedule(t, machine)))
+        index = {id(t): i for i, t in enumerate(self.stages)}
+        threads = config.get("threads")
+
+        def schedule(t: te.Tensor):
+            return gpu_default_schedule(t, self.machine, self._tile(config, index[id(t)]),
+                                        int(threads) if threads else None)  # type: ignore[arg-type]
+
+        return BuiltKernel(lower_kernel(name, self.inputs, self.outputs, schedule))
 
     def cost(self, config: Config) -> float:
-        machine = self.target.machine
-        assert isinstance(machine, GpuMachine)
-        moved = sum(t.size * te.ITEMSIZE[t.dtype] for t in [*self.inputs, *self.outputs])
-        work = 0
-        for t in self.outputs:
-            body = t.op.body if t.op is not None else None
-            steps = 1
-            if isinstance(body, te.Reduce):
-                for ax in body.axes:
-                    steps *= ax.extent
-            work += 2 * t.size * steps
-        return max(moved / machine.memory_bandwidth, work / machine.peak_flops)
+        m = self.machine
+        seconds = 0.0
+        threads = int(config.get("threads") or m.block_threads)  # type: ignore[arg-type]
+        for i, t in enumerate(self.stages):
+            assert t.op is not None
+            body = t.op.body
+            steps = math.prod(ax.extent for ax in body.axes) if isinstance(body, te.Reduce) else 1
+            rows, cols = self._tile(config, i)
+            axes = self.axes[i]
+            loads = 0.0
+            value = body.body if isinstance(body, te.Reduce) else body
+            for ld in te.loads_in(te.expand_inline(value)):
+                share = 1.0
+                if axes is not None:
+                    for pos, n in zip(axes, (rows, cols), strict=True):
+                        if not any(te.mentions(ix, t.op.axes[pos].var) for ix in ld.indices):
+                            share *= n
+                loads += te.ITEMSIZE[ld.tensor.dtype] / share
+            n_threads = t.size / (rows * cols)
+            # a partial block still occupies its whole block
+            n_threads = math.ceil(n_threads / threads) * threads
+            in_flight = min(1.0, n_threads / (m.compute_units * m.simd_width * _RESIDENT_WARPS))
+            memory = t.size * steps * loads / (4 * m.memory_bandwidth)  # most from caches
+            compute = 2 * t.size * steps / (m.peak_flops * in_flight)
+            seconds += max(memory, compute)
+        return seconds
 
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
         return self.cost(config) if one_core is None else one_core
+

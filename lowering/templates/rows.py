@@ -41,11 +41,7 @@ def _c(v: int) -> te.Const:
     return te.Const(v, I64)
 
 
-def loads_in(e: te.Expr) -> list[te.Load]:
-    out = [e] if isinstance(e, te.Load) else []
-    for c in te.children(e):
-        out += loads_in(c)
-    return out
+loads_in = te.loads_in
 
 
 def expr_key(e: te.Expr) -> tuple:

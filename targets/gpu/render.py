@@ -249,42 +249,86 @@ class _StageWriter:
             self.ranges[s.var] = (lo[0], hi[1] - 1)
 
     def accumulate(self, init: Stmt, update: Stmt) -> bool:
-        """A reduction as lowered (the output element set to the initial value, then a nest
-        of reduce loops combining into it) kept in a register: one load-free accumulator
-        instead of a read and a write of memory per step."""
-        if not isinstance(init, Store) or not isinstance(update, For):
+        """A reduction as lowered (its outputs set to the initial value, then a nest of reduce
+        loops combining into them) kept in registers: a scalar for one output, an array for
+        a register tile (the init nest's loops, found again innermost in the update nest),
+        written to memory once after the reduction instead of read and written each step."""
+        tile: list[For] = []
+        first: Stmt = init
+        while isinstance(first, For):
+            tile.append(first)
+            first = first.body
+        if not isinstance(first, Store) or not isinstance(update, For):
             return False
         inner: Stmt = update
         loops: list[For] = []
         while isinstance(inner, For):
             loops.append(inner)
             inner = inner.body
-        if not isinstance(inner, Store) or inner.buf is not init.buf:
+        n_reduce = len(loops) - len(tile)
+        if n_reduce < 1 or [lp.var for lp in loops[n_reduce:]] != [lp.var for lp in tile]:
             return False
-        if repr(inner.index) != repr(init.index) or any(
-                te.mentions(init.index, lp.var) for lp in loops):
+        if not isinstance(inner, Store) or inner.buf is not first.buf:
             return False
-        own = [ld for ld in _loads(inner.value) if ld.buf is init.buf]
-        if len(own) != 1 or repr(own[0].index) != repr(init.index):
+        if repr(inner.index) != repr(first.index) or any(
+                te.mentions(first.index, lp.var) for lp in loops[:n_reduce]):
+            return False
+        own = [ld for ld in _loads(inner.value) if ld.buf is first.buf]
+        if len(own) != 1 or repr(own[0].index) != repr(first.index):
             return False  # reads its output elsewhere too: keep the memory form
+        if any(lp.kind not in ("serial", "unroll") for lp in loops):
+            raise RenderError("a bound loop inside a GPU stage nest")
+        try:
+            sizes = [_max_extent(lp.extent) for lp in tile]
+        except RenderError:
+            return False
+        if any(not (isinstance(lp.start, te.Const) and lp.start.value == 0) for lp in tile):
+            return False
         acc = self.tmp()
-        self.line(f"{_REG[init.buf.dtype]} {acc} = {self.expr(init.value)};")
+        reg = _REG[first.buf.dtype]
+        if not tile:
+            self.line(f"{reg} {acc} = {self.expr(first.value)};")
+            element = acc
+        else:
+            self.line(f"{reg} {acc}[{math.prod(sizes)}];")
+            strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
+            element = f"{acc}[" + " + ".join(f"{self.var(lp.var)} * {st}" for lp, st in
+                                              zip(tile, strides, strict=True)) + "]"
         depth = self.depth
-        for lp in loops:
-            v = self.var(lp.var)
-            if lp.kind not in ("serial", "unroll"):
-                raise RenderError(f"a {lp.kind} loop inside a GPU stage nest")
+        if tile:  # every element of the array, past a partial tile's edge too (never stored)
+            self.tile_loops(tile, sizes, guard=False)
+            self.line(f"{element} = {self.expr(first.value)};")
+            while self.depth > depth:
+                self.close()
+        for lp in loops[:n_reduce]:
             self.note_range(lp)
             if lp.kind == "unroll":
                 self.line("#pragma unroll")
+            v = self.var(lp.var)
             self.open(f"for (i64 {v} = {self.expr(lp.start)}; {v} < {self.expr(lp.extent)}; "
                       f"++{v})")
-        value = _replace_load(inner.value, own[0], _Register(acc, init.buf.dtype))
-        self.line(f"{acc} = {self.expr(value)};")
+        self.tile_loops(tile, sizes, guard=True)
+        value = _replace_load(inner.value, own[0], _Register(element, first.buf.dtype))
+        self.line(f"{element} = {self.expr(value)};")
         while self.depth > depth:
             self.close()
-        self.store(init.buf, init.index, acc)
+        self.tile_loops(tile, sizes, guard=True)
+        self.store(first.buf, first.index, element)
+        while self.depth > depth:
+            self.close()
         return True
+
+    def tile_loops(self, tile: list[For], sizes: list[int], guard: bool) -> None:
+        """Open a register tile's loops at their full (constant) sizes, so that they unroll
+        and the array stays in registers; `guard`: skip the elements past a partial tile's
+        edge."""
+        for lp, n in zip(tile, sizes, strict=True):
+            v = self.var(lp.var)
+            self.ranges[lp.var] = (0, n - 1)
+            self.line("#pragma unroll")
+            self.open(f"for (i64 {v} = 0; {v} < {n}; ++{v})")
+            if guard and not (isinstance(lp.extent, te.Const) and lp.extent.value == n):
+                self.open(f"if ({v} < {self.expr(lp.extent)})")
 
     def store(self, buf: Buffer, index: te.Expr, value: str) -> None:
         dst = f"{self.bufs[id(buf)]}[{self.expr(index)}]"
