@@ -23,9 +23,9 @@ Decided from the stage's loops and the target's `GpuMachine`, never from operato
 from __future__ import annotations
 
 from lowering import te
-from lowering.default_schedule import StageShape
+from lowering.default_schedule import SHORT_LOOP
 from lowering.machine import GpuMachine
-from lowering.schedule import Loop, ScheduleError, StageSchedule
+from lowering.schedule import Loop, Schedule, ScheduleError, StageSchedule
 
 Tile = tuple[int, int]
 
@@ -62,14 +62,20 @@ def gpu_default_schedule(tensor: te.Tensor, machine: GpuMachine, tile: Tile = (1
                          threads: int | None = None) -> StageSchedule:
     """The stage's schedule; `tile` applies where `tile_axes` finds the axes (else (1, 1)),
     `threads` per block defaults to the machine's."""
-    s = StageSchedule(tensor)
+    return bind_threads(StageSchedule(tensor), machine, tile, threads)
+
+
+def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
+                 threads: int | None = None) -> StageSchedule:
+    """`s` (a stage's loops as created) scheduled as `gpu_default_schedule` says."""
+    tensor = s.tensor
     if any(lp.bound is not None for lp in s.leaves):
         raise ScheduleError(f"{tensor.name}: a loop over a run-time dimension; GPU targets "
                             "take static shapes only for now")
     spatial = [lp for lp in s.leaves if lp.origin == "spatial"]
     reduce = [lp for lp in s.leaves if lp.origin == "reduce"]
     inner: list[Loop] = []
-    found = tile_axes(tensor) if tile != (1, 1) else None
+    found = tile_axes(tensor) if tile != (1, 1) and s.body is tensor.op.body else None  # type: ignore[union-attr]
     if found is not None:
         rows, cols = spatial[found[0]], spatial[found[1]]
         outer_spatial = []
@@ -91,8 +97,33 @@ def gpu_default_schedule(tensor: te.Tensor, machine: GpuMachine, tile: Tile = (1
         blocks, lanes = s.split(fused, min(count, fused.extent))
         s.bind(blocks, "block")
         s.bind(lanes, "thread")
-    for lp in reduce[len(reduce) - StageShape.of(tensor).short_reduce():]:
+    short = [lp for lp in reduce if 2 <= lp.extent <= SHORT_LOOP]
+    for lp in reduce[len(reduce) - _innermost_run(reduce, short):]:
         s.unroll(lp)
     for lp in inner:
         s.unroll(lp)
     return s
+
+
+def _innermost_run(loops: list[Loop], short: list[Loop]) -> int:
+    """How many of `loops`, innermost first, are in `short` without a gap."""
+    n = 0
+    for lp in reversed(loops):
+        if all(lp is not x for x in short):
+            break
+        n += 1
+    return n
+
+
+def split_reduction(sched: Schedule, t: te.Tensor, partials: int) -> te.Tensor:
+    """Two passes for a reduction of few outputs over many values: `partials` threads per
+    output each combine every `partials`-th value (neighbouring threads read neighbouring
+    values), into a stage of partial results (returned, not yet scheduled); `t` then combines
+    those. Each pass is its own launch, so no thread waits on another's."""
+    s = sched[t]
+    reduce = [lp for lp in s.leaves if lp.origin == "reduce"]
+    fused = reduce[0]
+    for lp in reduce[1:]:
+        fused = s.fuse(fused, lp)
+    _, lanes = s.split(fused, partials)
+    return sched.rfactor(t, lanes)

@@ -258,3 +258,37 @@ def test_register_tiles_match_numpy(tile: tuple[int, int], shape: tuple[int, int
             t, GPU_MACHINES["opencl-generic"], tile, th))
         got, = run_kernel(kern, [x, y])
         np.testing.assert_allclose(got, x @ y, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("combiner", ["sum", "max"])
+@pytest.mark.parametrize("out_shape", [(1, 6), (1,)])
+def test_split_reductions_match_numpy(combiner: str, out_shape: tuple[int, ...]) -> None:
+    """Few outputs over many values (a global pooling, a reduction to one value): every
+    partials option of the space, over a count no option divides, against numpy."""
+    from lowering.search.gpu_space import GpuDefaultSpace
+    from targets.gpu.opencl_device import run_kernel
+
+    x = te.placeholder((1, 6, 53, 61), "float32", "x")
+    rng = np.random.default_rng(5)
+    xs = rng.standard_normal((1, 6, 53, 61)).astype(np.float32)
+    if out_shape == (1, 6):
+        ry, rx = te.reduce_axis(53, "ry"), te.reduce_axis(61, "rx")
+        out = te.compute(out_shape, lambda n, c: te.reduce(combiner, x[n, c, ry.var, rx.var],
+                                                           [ry, rx]), name="pool")
+        axes: tuple[int, ...] = (2, 3)
+    else:
+        ra, rb, rc = te.reduce_axis(6, "a"), te.reduce_axis(53, "b"), te.reduce_axis(61, "c")
+        out = te.compute(out_shape, lambda n: te.reduce(combiner, x[n, ra.var, rb.var, rc.var],
+                                                        [ra, rb, rc]), name="all")
+        axes = (1, 2, 3)
+    want = xs.sum(axis=axes) if combiner == "sum" else xs.max(axis=axes)
+    space = GpuDefaultSpace([x], [out], [None], gpu_target("cuda"))
+    knob = next(k for k in space.knobs if k.name == "s0.partials")
+    assert 0 in knob.options and len(knob.options) >= 3
+    for partials in knob.options:
+        kernel = space.build({**space.default_config(), "s0.partials": partials}).kernel
+        assert len(kernel.stages) == (2 if partials else 1)
+        got, = run_kernel(kernel, [xs])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)

@@ -1,5 +1,7 @@
 """The schedule space of any computation on a GPU target: per stage, the register tile of a
-reduction (lowering/gpu_schedule.py, where `tile_axes` finds one) and the threads per block.
+reduction (lowering/gpu_schedule.py, where `tile_axes` finds one) or, for a reduction of few
+outputs over many values, how many partial results per output a first pass computes
+(`split_reduction`); and the threads per block.
 
 The cost model counts, per stage, the values its threads load (a load that ignores a tile's
 rows is shared by the tile's rows, and so on) and its arithmetic, against the device's
@@ -13,12 +15,14 @@ from __future__ import annotations
 import math
 
 from lowering import te
-from lowering.gpu_schedule import Tile, gpu_default_schedule, tile_axes
-from lowering.lower import lower_kernel, stages_of
+from lowering.gpu_schedule import Tile, bind_threads, split_reduction, tile_axes
+from lowering.lower import lower_schedule, stages_of
 from lowering.machine import GpuMachine
+from lowering.schedule import Schedule
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 _TILES: tuple[Tile, ...] = ((4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 8), (8, 4), (1, 1))
+_PARTIALS = (64, 256, 1024, 4096)
 # threads resident per compute unit that hide the latency of its loads (a rule of thumb: a
 # few warps per scheduler)
 _RESIDENT_WARPS = 16
@@ -41,6 +45,15 @@ class GpuDefaultSpace(ScheduleSpace):
             if len(tiles) > 1:
                 self.knobs.append(Knob(f"s{i}.tile", tuple(list(tl) for tl in tiles)))
         m = self.machine
+        for i, t in enumerate(self.stages):
+            assert t.op is not None
+            if not isinstance(t.op.body, te.Reduce):
+                continue
+            steps = math.prod(ax.extent for ax in t.op.body.axes)
+            few = t.size < m.compute_units * m.simd_width * _RESIDENT_WARPS
+            options = [p for p in _PARTIALS if steps >= 4 * p]
+            if few and options:
+                self.knobs.append(Knob(f"s{i}.partials", (options[0], 0, *options[1:])))
         threads = tuple(dict.fromkeys(n for n in (m.block_threads, 64, 128, 256)
                                       if n <= m.max_block_threads))
         if len(threads) > 1 and self.stages:
@@ -51,14 +64,17 @@ class GpuDefaultSpace(ScheduleSpace):
         return (1, 1) if got is None else (int(got[0]), int(got[1]))  # type: ignore[index]
 
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
-        index = {id(t): i for i, t in enumerate(self.stages)}
-        threads = config.get("threads")
-
-        def schedule(t: te.Tensor):
-            return gpu_default_schedule(t, self.machine, self._tile(config, index[id(t)]),
-                                        int(threads) if threads else None)  # type: ignore[arg-type]
-
-        return BuiltKernel(lower_kernel(name, self.inputs, self.outputs, schedule))
+        threads = int(config["threads"]) if config.get("threads") else None  # type: ignore[call-overload]
+        sched = Schedule(self.outputs)
+        for i, t in enumerate(self.stages):
+            partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
+            if partials:
+                rf = split_reduction(sched, t, partials)
+                bind_threads(sched[rf], self.machine, (1, 1), threads)
+                bind_threads(sched[t], self.machine, (1, 1), threads)
+            else:
+                bind_threads(sched[t], self.machine, self._tile(config, i), threads)
+        return BuiltKernel(lower_schedule(name, self.inputs, self.outputs, sched))
 
     def cost(self, config: Config) -> float:
         m = self.machine
@@ -70,6 +86,7 @@ class GpuDefaultSpace(ScheduleSpace):
             steps = math.prod(ax.extent for ax in body.axes) if isinstance(body, te.Reduce) else 1
             rows, cols = self._tile(config, i)
             axes = self.axes[i]
+            partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
             loads = 0.0
             value = body.body if isinstance(body, te.Reduce) else body
             for ld in te.loads_in(te.expand_inline(value)):
@@ -79,14 +96,23 @@ class GpuDefaultSpace(ScheduleSpace):
                         if not any(te.mentions(ix, t.op.axes[pos].var) for ix in ld.indices):
                             share *= n
                 loads += te.ITEMSIZE[ld.tensor.dtype] / share
-            n_threads = t.size / (rows * cols)
-            # a partial block still occupies its whole block
-            n_threads = math.ceil(n_threads / threads) * threads
-            in_flight = min(1.0, n_threads / (m.compute_units * m.simd_width * _RESIDENT_WARPS))
             memory = t.size * steps * loads / (4 * m.memory_bandwidth)  # most from caches
-            compute = 2 * t.size * steps / (m.peak_flops * in_flight)
-            seconds += max(memory, compute)
+            if partials:  # a first pass of size x partials threads, a second of size threads
+                seconds += max(memory, self._compute(t.size * partials, steps // partials,
+                                                     threads))
+                seconds += self._compute(t.size, partials, threads)
+            else:
+                seconds += max(memory, self._compute(t.size / (rows * cols),
+                                                     steps * rows * cols, threads))
         return seconds
+
+    def _compute(self, n_threads: float, steps: float, block: int) -> float:
+        """Seconds of `n_threads` threads of `steps` multiply-adds each, at the fraction of
+        the peak that so many threads keep in flight (a partial block occupies a whole one)."""
+        m = self.machine
+        n = math.ceil(n_threads / block) * block
+        in_flight = min(1.0, n / (m.compute_units * m.simd_width * _RESIDENT_WARPS))
+        return 2 * n_threads * steps / (m.peak_flops * in_flight)
 
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
         return self.cost(config) if one_core is None else one_core
