@@ -7,7 +7,6 @@ run on random inputs through ctypes; the median time of each and its outputs (to
 from __future__ import annotations
 
 import ctypes
-import statistics
 import subprocess
 import tempfile
 import time
@@ -18,9 +17,9 @@ import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
 import numpy as np
 
 from lowering import te
-from lowering.loop_ir import Kernel, format_kernel, kernel_dims
-from lowering.search.measure import Measurement
-from lowering.search.space import BuiltKernel, Config, ScheduleSpace
+from lowering.loop_ir import Kernel, kernel_dims
+from lowering.search.measure import BatchMeasurer, Measurement
+from lowering.search.space import BuiltKernel
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.target import CpuTarget, enabled_features, host_target
 
@@ -90,39 +89,8 @@ def runs_on_host(target: object) -> bool:
     return enabled_features(target.features) <= enabled_features(host.features)
 
 
-class Measurer:
-    """Runs configurations of one space; inputs are drawn once so that all see the same data."""
-
-    def __init__(self, space: ScheduleSpace, *, seed: int = 0, sample_seconds: float = 2e-3,
-                 samples: int = 5) -> None:
-        self.space = space
-        self.sample_seconds = sample_seconds
-        self.samples = samples
-        self._seen: dict[str, Measurement] = {}  # canonical kernel text -> its measurement
-        rng = np.random.default_rng(seed)
-        self.inputs: list[np.ndarray] = []
-        for t, const in zip(space.inputs, space.consts, strict=True):
-            if const is not None:
-                self.inputs.append(np.asarray(const))
-            elif t.dtype in ("float32", "float64"):
-                self.inputs.append(rng.standard_normal(t.shape).astype(NP_DTYPE[t.dtype]))
-            else:  # integers may be indices: 0 is in range for every axis
-                self.inputs.append(np.zeros(t.shape, dtype=NP_DTYPE[t.dtype]))
-
-    def measure(self, configs: Sequence[Config]) -> list[Measurement]:
-        """One measurement per configuration. Configurations that build the same kernel (knob
-        values a space ignores in some modes) are compiled and timed once, in this call or an
-        earlier one."""
-        built_all = [self.space.build(c, "cand") for c in configs]
-        texts = [format_kernel(b.kernel, canonical=True) for b in built_all]
-        fresh: dict[str, BuiltKernel] = {}
-        for t, b in zip(texts, built_all, strict=True):
-            if t not in self._seen and t not in fresh:
-                fresh[t] = b
-        if fresh:
-            for t, m in zip(fresh, self._measure(list(fresh.values())), strict=True):
-                self._seen[t] = m
-        return [self._seen[t] for t in texts]
+class Measurer(BatchMeasurer):
+    """Runs configurations of one space on this CPU."""
 
     def _measure(self, built: list[BuiltKernel]) -> list[Measurement]:
         for i, b in enumerate(built):
@@ -132,18 +100,7 @@ class Measurer:
             mb.add_kernel(b.kernel)
         obj, _ = optimize_and_emit(mb.text(), self.space.target)  # type: ignore[arg-type]
         lib = link_serial(obj)
-        runs = [self._prepare(lib, b) for b in built]
-        # samples interleaved across candidates: a burst of load elsewhere on the machine then
-        # slows all of them, not the one that happened to run during it
-        times: list[list[float]] = [[] for _ in runs]
-        for _ in range(self.samples):
-            for i, (call, reps, _) in enumerate(runs):
-                t0 = time.perf_counter()
-                for _ in range(reps):
-                    call()
-                times[i].append((time.perf_counter() - t0) / reps)
-        return [Measurement(statistics.median(t), outs) for t, (_, _, outs) in zip(times, runs,
-                                                                                    strict=True)]
+        return self.timed([self._prepare(lib, b) for b in built])
 
     def _prepare(self, lib: ctypes.CDLL, built: BuiltKernel
                  ) -> tuple[Callable[[], None], int, list[np.ndarray]]:

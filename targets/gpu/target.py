@@ -29,6 +29,21 @@ class GpuTarget:
         """The name tuning logs file this target's kernels under."""
         return self.arch or self.machine.name
 
+    def runs_here(self) -> bool:
+        """Whether this machine runs the target's kernels: an OpenCL target where an OpenCL
+        device is present (tuning then measures on it: on PoCL that is this CPU, whose
+        timings say little about a GPU); CUDA kernels are not measured from here yet."""
+        if self.dialect != "opencl":
+            return False
+        from targets.gpu.opencl_device import opencl_available
+
+        return opencl_available()
+
+    def measurer(self, space: object, *, seed: int = 0, samples: int = 5) -> object:
+        from targets.gpu.measure import OpenclMeasurer
+
+        return OpenclMeasurer(space, seed=seed, samples=samples)  # type: ignore[arg-type]
+
 
 GPU_TARGETS: dict[str, GpuTarget] = {
     "opencl": GpuTarget("opencl", "opencl", None, GPU_MACHINES["opencl-generic"]),
