@@ -6,13 +6,19 @@ Run from the repository root:
     python -m tests.conformance.runner --filter '^test_conv' -v   # some cases, one line each
     python -m tests.conformance.runner --write-status --update-expected   # STATUS.md + list
     python -m tests.conformance.runner --path c     # the full C path (~4 min on 2 cores; not in CI)
+    python -m tests.conformance.runner --path opencl --write-status --update-expected
+                                                    # the GPU target on an OpenCL device (PoCL)
 
 Each case's graph inputs are bound to the shapes of its input arrays (inputs whose declared
-shape is already static are left alone), and the model goes through one of two paths:
+shape is already static are left alone), and the model goes through one of three paths:
 - `inprocess` (default; what test_conformance.py runs): frontend, passes and compiler
   into a `Program` whose kernel object runs in this process (`tests/program_runner.py`);
 - `c`: `aotc optimize` into a bundle (`aotc.driver.optimize_model`), `make shared`, and the
-  bundle's `NAME_run_context` through ctypes (`aotc.package.loaded.LoadedBundle`).
+  bundle's `NAME_run_context` through ctypes (`aotc.package.loaded.LoadedBundle`);
+- `opencl`: frontend and passes as in-process, compiled for `gpu_target("opencl")`, the
+  Program run on the first OpenCL device (PoCL on a machine without a GPU) through pyopencl
+  (`targets/gpu/opencl_program.py`). A case the GPU target does not take yet (control flow,
+  an element type its renderer lacks) is refused like any other.
 Outcomes: `pass` (every output's shape and dtype as expected, values within the case's
 rtol/atol as onnx's backend runner compares them: `np.testing.assert_allclose`, NaN positions
 equal; integers, bools and strings exactly), `refused` (an `AotcError`: its message's first
@@ -62,9 +68,13 @@ for _p in (str(ROOT / "tests"), str(ROOT)):
 STATUS = HERE / "STATUS.md"
 EXPECTED = HERE / "expected_passes.txt"
 OUTCOMES = ("pass", "refused", "wrong", "crash")
-PATHS = ("inprocess", "c")
+PATHS = ("inprocess", "c", "opencl")
 # Seconds a case may take (compile + run) before it counts as a crash (a hang).
-TIME_LIMITS = {"inprocess": 120.0, "c": 600.0}
+TIME_LIMITS = {"inprocess": 120.0, "c": 600.0, "opencl": 300.0}
+# Paths whose workers are spawned, not forked: an OpenCL platform (PoCL's threads) does not
+# survive a fork, and the process that starts the pool may hold one (pytest's, after the GPU
+# tests); a spawned worker collects the cases again (a few seconds).
+SPAWNED = ("opencl",)
 
 
 @dataclass
@@ -245,7 +255,23 @@ def _run_c(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, 
         return _order_outputs(loaded.outputs, case.model, loaded.run(arrays)), ""
 
 
-RUNNERS: dict[str, Callable] = {"inprocess": _run_inprocess, "c": _run_c}
+def _run_opencl(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, str]:
+    from program_runner import load_graph
+
+    from aotc.compiler import compile_model
+    from targets.gpu.opencl_program import run_program
+    from targets.gpu.target import gpu_target
+
+    graph = load_graph(case.model, input_shapes(case.model, inputs))
+    program = compile_model(graph, gpu_target("opencl"))
+    arrays, problem = _bind_arrays(program.inputs, case.model, inputs)
+    if problem:
+        return None, problem
+    return _order_outputs(program.outputs, case.model, run_program(program, arrays)), ""
+
+
+RUNNERS: dict[str, Callable] = {"inprocess": _run_inprocess, "c": _run_c,
+                                "opencl": _run_opencl}
 
 
 # Cases whose expected outputs carry the reference's float32 rounding noise where the exact
@@ -300,6 +326,8 @@ TIMEOUT_MARK = "timed out: "
 def _init_worker(marks: str, scratch: str, path: str, limit: float) -> None:
     global _MARKS, _PATH, _LIMIT
     _MARKS, _PATH, _LIMIT = Path(marks), path, limit
+    if not _CASES:  # a spawned worker (SPAWNED paths): collect the cases again
+        _CASES.update(collect())
     # a worker's temporary files (its own, the compiler's, cc's) go in the run's scratch
     # folder, removed at the end even when a dead worker left them behind
     tempfile.tempdir = os.environ["TMPDIR"] = scratch
@@ -329,8 +357,9 @@ def _batch(names: list[str], path: str, jobs: int, limit: float, scratch: str,
     """Runs `names` on a fresh pool, passing each result to `done`; returns the cases that were
     running when a worker died, each with whether it had timed out."""
     marks = tempfile.mkdtemp(prefix="marks_", dir=scratch)
+    method = "spawn" if path in SPAWNED else "fork"
     pool = ProcessPoolExecutor(max(1, min(jobs, len(names))),
-                               mp_context=multiprocessing.get_context("fork"),
+                               mp_context=multiprocessing.get_context(method),
                                initializer=_init_worker, initargs=(marks, scratch, path, limit))
     try:
         futures = [pool.submit(_work, n) for n in names]
