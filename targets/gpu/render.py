@@ -37,19 +37,25 @@ from lowering.loop_ir import (
     Store,
     simplify_indices,
 )
+from targets.gpu import narrow
 
 DIALECTS = ("opencl", "cuda")
 
-# C type of a value in registers, per dtype
+# C type of a value in registers, per dtype: the 8- and 4-bit floats are floats there (as the
+# halves), the 4- and 2-bit integers a byte, sign- or zero-extended from their bits (as on the
+# CPU, te.NARROW_INT_DTYPES)
 _REG = {"float32": "f32", "float64": "f64", "float16": "f32", "bfloat16": "f32",
         "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint64": "u64",
-        "uint32": "u32", "uint16": "u16", "uint8": "u8", "bool": "bool"}
+        "uint32": "u32", "uint16": "u16", "uint8": "u8", "bool": "bool",
+        **dict.fromkeys(te.NARROW_FLOAT_DTYPES, "f32"), "int4": "i8", "int2": "i8",
+        "uint4": "u8", "uint2": "u8"}
 # C type of an element in memory
-_MEM = {**_REG, "float16": "u16", "bfloat16": "u16", "bool": "u8"}
-_UNSIGNED = ("uint64", "uint32", "uint16", "uint8")
-_SIGNED_INT = ("int64", "int32", "int16", "int8")
+_MEM = {**_REG, "float16": "u16", "bfloat16": "u16", "bool": "u8",
+        **dict.fromkeys(te.NARROW_FLOAT_DTYPES + te.NARROW_INT_DTYPES, "u8")}
+_UNSIGNED = te.UNSIGNED_DTYPES
+_SIGNED_INT = te.SIGNED_INT_DTYPES
 _INT = _SIGNED_INT + _UNSIGNED
-_REAL = ("float32", "float64", "float16", "bfloat16")
+_REAL = te.FLOAT_DTYPES
 
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _COMPARE = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -81,6 +87,7 @@ class RenderedKernel:
     launches: list[Launch]
     buffers: list[Buffer]
     uses_f64: bool = False
+    helpers: tuple[str, ...] = ()  # functions of targets/gpu/narrow.py the body calls
 
 
 _TYPEDEFS = {
@@ -179,6 +186,7 @@ class _StageWriter:
         self.scopes: list[_Scope] = [_Scope()]
         self.count = 0
         self.uses_f64 = False
+        self.helpers: set[str] = set()
         self.ranges: dict[te.Var, tuple[int, int]] = {}  # loop variables' values, where known
 
     # output ---------------------------------------------------------------------------------
@@ -338,7 +346,17 @@ class _StageWriter:
             value = f"aotc_f32_to_bf16({value})"
         elif buf.dtype == "bool":
             value = f"(u8)({value})"
+        elif buf.dtype in te.NARROW_FLOAT_DTYPES:
+            value = f"{self.helper('store', buf.dtype)}({value})"
+        elif buf.dtype in te.NARROW_INT_DTYPES:  # the value bits alone, as ml_dtypes keeps them
+            value = f"(u8)((u8)({value}) & {(1 << te.INT_BITS[buf.dtype]) - 1}u)"
         self.line(f"{dst} = {value};")
+
+    def helper(self, op: str, dtype: str) -> str:
+        """The name of narrow.py's `op` function for an 8- or 4-bit float, noted as used."""
+        name = narrow.helper_name(op, dtype)
+        self.helpers.add(name)
+        return name
 
     # expressions ----------------------------------------------------------------------------
     def expr(self, e: te.Expr) -> str:
@@ -391,6 +409,10 @@ class _StageWriter:
                 return f"aotc_bf16_to_f32({ref})"
             if e.buf.dtype == "bool":
                 return f"({ref} != 0)"
+            if e.buf.dtype in te.NARROW_FLOAT_DTYPES:
+                return f"{self.helper('decode', e.buf.dtype)}({ref})"
+            if e.buf.dtype in te.NARROW_INT_DTYPES:
+                return _wrapped(ref, e.buf.dtype)
             return ref
         if isinstance(e, te.Binary):
             return self.binary(e)
@@ -473,13 +495,31 @@ class _StageWriter:
                 return f"aotc_f16_to_f32(aotc_f32_to_f16((f32){a}))"
             if dst == "bfloat16":
                 return f"aotc_bf16_to_f32(aotc_f32_to_bf16((f32){a}))"
+            if dst in te.NARROW_FLOAT_DTYPES:
+                return (f"{self.helper('decode', dst)}({self.helper('cast', dst)}"
+                        f"((f32){a}))")
             return f"({_REG[dst]}){a}"
+        if dst in te.NARROW_INT_DTYPES:
+            # from a float, onnxruntime rounds half away from zero (C's round) and keeps the
+            # low bits; from an integer, the low bits
+            if src in _REAL:
+                a = f"({'i64' if src == 'float64' else 'i32'})round({a})"
+            return _wrapped(a, dst)
         if src in _REAL:
             if dst == "uint64":
                 return f"(u64){a}"
             wide = "i64" if dst in ("int64", "uint32") else "i32"
             return f"({_REG[dst]})({wide}){a}"
         return f"({_REG[dst]}){a}"
+
+
+def _wrapped(value: str, dtype: str) -> str:
+    """An integer value reduced to a 4- or 2-bit integer `dtype`: its low bits, sign-extended
+    (int4, int2) or zero-extended (uint4, uint2) into the register's byte."""
+    bits = te.INT_BITS[dtype]
+    if dtype in _UNSIGNED:
+        return f"(u8)((u8)({value}) & {(1 << bits) - 1}u)"
+    return f"(i8)((i8)(u8)((u8)({value}) << {8 - bits}) >> {8 - bits})"
 
 
 class _Register(te.Expr):
@@ -557,6 +597,7 @@ def render_kernel(k: Kernel) -> RenderedKernel:
     out: list[str] = []
     launches: list[Launch] = []
     uses_f64 = False
+    helpers: set[str] = set()
     params = ", ".join(f"AOTC_GLOBAL u8* p{i}, i64 o{i}" for i in range(len(k.buffers)))
     for j, stage in enumerate(k.stages):
         stage = simplify_indices(stage)
@@ -591,7 +632,9 @@ def render_kernel(k: Kernel) -> RenderedKernel:
         out.append(f"AOTC_KERNEL {fn}({params}) {{\n" + "\n".join(w.lines) + "\n}\n")
         launches.append(Launch(fn, blocks, threads))
         uses_f64 = uses_f64 or w.uses_f64 or any(b.dtype == "float64" for b in k.buffers)
-    return RenderedKernel(k.name, "\n".join(out), launches, list(k.buffers), uses_f64)
+        helpers |= w.helpers
+    return RenderedKernel(k.name, "\n".join(out), launches, list(k.buffers), uses_f64,
+                          tuple(sorted(helpers)))
 
 
 def _grid(stage: Stmt) -> tuple[int | None, int]:
@@ -636,6 +679,9 @@ def _has_bound_loop(s: Stmt) -> bool:
 
 
 def render_module(kernels: list[RenderedKernel], dialect: str) -> str:
-    """One source file: the dialect's prelude, then every kernel's entry points."""
+    """One source file: the dialect's prelude, the narrow-float functions the kernels call
+    (common text), then every kernel's entry points."""
     uses_f64 = any(k.uses_f64 for k in kernels)
-    return prelude(dialect, uses_f64) + "\n" + "\n".join(k.body for k in kernels)
+    helpers = sorted({h for k in kernels for h in k.helpers})
+    return (prelude(dialect, uses_f64) + "".join(narrow.helper_source(h) for h in helpers)
+            + "\n" + "\n".join(k.body for k in kernels))
