@@ -152,7 +152,7 @@ def optimize(
     model: Annotated[Path, typer.Argument(help="The ONNX model to compile.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="Bundle folder to write.")],
     input_shape: InputShape = None,
-    target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64")] = "cpu",
+    target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64, ...; GPUs: opencl, mali (OpenCL bundles), cuda or cuda:sm_XX (CUDA bundles)")] = "cpu",
     emit: Annotated[Emit, typer.Option(help="What to emit: c (a C bundle), onnx (the rewritten model, after graph passes) or ort (a model and an onnxruntime custom-op library)")] = Emit.c,
     report: Annotated[bool, typer.Option(help="With --emit ort: list the islands and every node left to onnxruntime, with the reason")] = False,
     threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
@@ -166,8 +166,9 @@ def optimize(
 ) -> None:
     """Compile MODEL into a C bundle in OUTPUT (header, executor, kernels, weights, Makefile)."""
     with _user_errors(verbose):
-        from aotc.driver import make_tuner, optimize_model
+        from aotc.driver import check_emit, make_tuner, optimize_model
 
+        check_emit(emit.value, target)
         if emit is Emit.onnx:
             _emit_onnx(model, output, input_shape or [], name, disable_pass or [], verbose)
             return

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from aotc.frontend.dynamic import DynamicShapes
     from lowering.search.tuner import TuneProgress, Tuner
     from targets.cpu.target import CpuTarget
+    from targets.gpu.target import GpuTarget
 
 T = TypeVar("T")
 StageRunner = Callable[[str, Callable[[], Any]], Any]
@@ -145,10 +146,26 @@ def emit_onnx(
                           fused_nodes=sum(1 for n in nodes if n.domain == DOMAIN))
 
 
-def resolve_target(target: str, machine: Path | None) -> CpuTarget:
-    """The named target, on the machine model of `machine` (a calibration file) if given."""
-    from targets.cpu.target import get_target
+def check_emit(emit: str, target: str) -> None:
+    """GPU targets write C bundles only (for now): `--emit onnx`/`ort` with one is an error."""
+    from targets.gpu.target import is_gpu_target
 
+    if emit != "c" and is_gpu_target(target):
+        raise AotcError(f"--emit {emit} does not take the GPU target '{target}': GPU targets "
+                        "write C bundles", hint="use --emit c, or a CPU target")
+
+
+def resolve_target(target: str, machine: Path | None) -> CpuTarget | GpuTarget:
+    """The named target (a GPU's: `opencl`, `mali`, `cuda`, `cuda:sm_XX`), on the machine model
+    of `machine` (a CPU's calibration file) if given."""
+    from targets.cpu.target import get_target
+    from targets.gpu.target import gpu_target, is_gpu_target
+
+    if is_gpu_target(target):
+        if machine is not None:
+            raise AotcError(f"--machine describes a CPU; the {target} target carries its own "
+                            "GPU model", hint="leave --machine out")
+        return gpu_target(target)
     tgt = get_target(target)
     if machine is not None:
         from targets.cpu.calibrate import load_machine_file
@@ -285,7 +302,8 @@ def optimize_model(
         arena_lower_bound=program.arena_lower_bound,
         arena_no_reuse=program.arena_no_reuse,
         weights=len(program.weights),
-        target=f"{program.triple} ({program.cpu})",
+        target=(f"{program.triple} ({program.cpu})" if program.gpu is None
+                else f"{program.gpu.dialect} ({program.cpu})"),
         folder_bytes=sum(p.stat().st_size for p in output.iterdir() if p.is_file()),
     )
 
@@ -333,13 +351,16 @@ def emit_ort(
     )
     from aotc.package.output_folder import check_output_folder, write_folder
     from aotc.package.validate import check_name
+    from targets.cpu.target import CpuTarget
 
     check_name(name)
     model, output = Path(model), Path(output)
     check_output_folder(output, sources=[model])
     if threads < 0:
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
+    check_emit("ort", target)
     tgt = resolve_target(target, machine)
+    assert isinstance(tgt, CpuTarget)
     if not tgt.runs_here():
         raise AotcError(f"--emit ort builds a library for this machine; target {tgt.name} "
                         "does not run here", hint="use --target cpu")

@@ -180,6 +180,18 @@ def check_host_runs(manifest: dict, bundle: str) -> None:
                              "on a machine that has them")
 
 
+def _build_hint(manifest: dict, cc: str) -> str:
+    api = manifest.get("gpu", {}).get("api")
+    if api == "opencl":
+        return ("an OpenCL bundle needs the OpenCL headers and ICD loader (apt-get install "
+                "ocl-icd-opencl-dev)")
+    if api == "cuda":
+        return ("a CUDA bundle needs cuda.h and libcuda.so (the CUDA toolkit: CUDA_PATH, "
+                "default /usr/local/cuda)")
+    return (f"check that '{cc}' compiles for the bundle's target ({manifest.get('triple')}); "
+            "--cc picks another compiler")
+
+
 def verify_bundle(
     model_path: Path, bundle: Path, *, input_shapes: list[str], runs: int = 2,
     tol: float = 1e-4, threads: int = 0, cc: str = "cc", runner: list[str] | None = None,
@@ -218,15 +230,14 @@ def verify_bundle(
         if shutil.which(runner[0]) is None:
             raise AotcError(f"--runner: no program '{runner[0]}' found", hint="install it, or "
                             "give its full path")
-    else:
+    elif "gpu" not in manifest:  # a GPU bundle's host code is portable C; its device is run_model's
         check_host_runs(manifest, where)
     try:
         build_bundle(Path(bundle), cc=cc)
     except (BuildError, OSError) as e:
         tail = "\n".join(str(e).strip().splitlines()[-12:])
         raise AotcError(f"building the bundle failed:\n{tail}", file=where,
-                        hint=f"check that '{cc}' compiles for the bundle's target "
-                             f"({manifest.get('triple')}); --cc picks another compiler") from None
+                        hint=_build_hint(manifest, cc)) from None
     rng = np.random.default_rng(seed)
     reports = []
     tol = max(tol, half_tolerance(model))

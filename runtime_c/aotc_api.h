@@ -25,7 +25,10 @@ enum aotc_status {
     AOTC_ERR_BAD_ARGUMENT = 7,         /* an argument is out of range (e.g. a negative thread count) */
     AOTC_ERR_KERNEL = 8,               /* a kernel reported an error */
     AOTC_ERR_INTERNAL = 9,             /* inconsistent generated tables (a bug in aotc) */
-    AOTC_ERR_MISALIGNED_WEIGHTS = 10   /* caller-provided weights are not aligned as the model needs */
+    AOTC_ERR_MISALIGNED_WEIGHTS = 10,  /* caller-provided weights are not aligned as the model needs */
+    AOTC_ERR_NO_DEVICE = 11,           /* GPU bundles: no device (or driver), or none matches the choice */
+    AOTC_ERR_DEVICE = 12               /* GPU bundles: the device's API failed (build, allocation, launch,
+                                          copy); the context's message says which call and why */
 };
 
 /* Element types of model inputs and outputs. */
@@ -89,6 +92,23 @@ typedef struct aotc_model_desc {
     const int32_t *input_dim_axes;
     const int32_t *output_dim_axes;
 } aotc_model_desc;
+
+/* Options of a GPU bundle's context (NAME_create_with_options): zero-initialise, then set what
+ * you need. */
+typedef struct aotc_gpu_options {
+    /* The device: NULL takes $AOTC_OPENCL_DEVICE (OpenCL) or $AOTC_CUDA_DEVICE (CUDA), else the
+     * default (OpenCL: the first GPU, else the first device; CUDA: device 0). OpenCL: a number
+     * (the device's index over all platforms), "gpu", "cpu" or "accelerator" (the first of that
+     * type), or text found in the device's or platform's name (case ignored). CUDA: an ordinal. */
+    const char *device;
+    /* OpenCL: a file holding the built program. Read at create when it was built from these
+     * kernels for this device and driver; written (atomically) after a build from source. A
+     * file that cannot be read or written only costs the build. NULL: no cache. */
+    const char *binary_cache;
+    /* When not NULL: a failed create writes its message here (NUL-terminated, truncated). */
+    char *error;
+    size_t error_size;
+} aotc_gpu_options;
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,8 @@ const char *aotc_status_message(int status) {
     case AOTC_ERR_KERNEL: return "a kernel reported an error";
     case AOTC_ERR_INTERNAL: return "internal error: inconsistent generated tables";
     case AOTC_ERR_MISALIGNED_WEIGHTS: return "the weights are not aligned to the model's WEIGHTS_ALIGN bytes";
+    case AOTC_ERR_NO_DEVICE: return "no GPU device (or driver) found, or none matches the device chosen";
+    case AOTC_ERR_DEVICE: return "the GPU device's API failed (see the context's message)";
     default: return "unknown status code";
     }
 }

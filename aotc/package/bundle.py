@@ -7,7 +7,7 @@ from pathlib import Path
 
 from aotc import __version__
 from aotc.errors import AotcError
-from aotc.package import templates
+from aotc.package import gpu_source, templates
 from aotc.package.c_header import render_header
 from aotc.package.c_source import render_linked_source, render_source
 from aotc.package.output_folder import MANIFEST, write_folder
@@ -28,6 +28,8 @@ def _tensor_json(t: TensorInfo) -> dict[str, object]:
 
 def manifest(program: Program, weights_format: str) -> dict[str, object]:
     """What tools (build helpers, `aotc inspect`) read about a bundle without parsing C."""
+    gpu = ({"gpu": {"api": program.gpu.dialect, "arch": program.cpu}} if program.gpu is not None
+           else {})
     return {
         "aotc_version": __version__,
         "kind": "c",
@@ -47,6 +49,7 @@ def manifest(program: Program, weights_format: str) -> dict[str, object]:
         "weights_bytes": len(program.weights),
         "weights_format": weights_format,
         "stats": program.stats,
+        **gpu,  # a GPU bundle: its device API and what the kernels were compiled for
     }
 
 
@@ -59,14 +62,24 @@ def bundle_files(program: Program, weights_format: str = "incbin") -> dict[str, 
         )
     check_program(program)
     n = program.name
+    if program.gpu is None:
+        code = {
+            f"{n}.c": render_source(program).encode(),
+            f"{n}_linked.c": render_linked_source(program).encode(),
+            f"{n}_kernels.o": bytes(program.kernel_object),
+            f"{n}_kernels.ll": program.kernel_ll.encode(),
+        }
+    else:
+        code = {
+            f"{n}.c": gpu_source.render_gpu_source(program).encode(),
+            f"{n}_linked.c": gpu_source.render_gpu_linked_source(program).encode(),
+            **gpu_source.code_files(program),
+        }
     files: dict[str, bytes] = {
         f"{n}.h": render_header(program).encode(),
-        f"{n}.c": render_source(program).encode(),
-        f"{n}_linked.c": render_linked_source(program).encode(),
-        f"{n}_kernels.o": bytes(program.kernel_object),
-        f"{n}_kernels.ll": program.kernel_ll.encode(),
+        **code,
         **weights_files(n, bytes(program.weights), weights_format),
-        **templates.runtime_sources(),
+        **templates.runtime_sources(program),
         "run_model.c": templates.render_run_model(program, weights_format).encode(),
         "Makefile": templates.render_makefile(program, weights_format).encode(),
         "CMakeLists.txt": templates.render_cmake(program, weights_format).encode(),
@@ -89,4 +102,4 @@ def write_bundle(program: Program, out_dir: Path, weights_format: str = "incbin"
             _write_file(tmp / name, data)
 
     write_folder(Path(out_dir), fill, manifest(program, weights_format),
-                 built=templates.built_files(program.name))
+                 built=templates.built_files(program.name, program.gpu and program.gpu.dialect))

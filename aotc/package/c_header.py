@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aotc.package.c_text import banner, comment_safe, describe_tensor
+from aotc.package.c_text import banner, c_string, comment_safe, describe_tensor
 from aotc.package.program import Program
 
 WORKSPACE_ALIGN = 64
@@ -23,9 +23,19 @@ def _io_comment(program: Program) -> list[str]:
 
 def _macros(program: Program) -> list[str]:
     up = program.name.upper()
+    if program.gpu is None:
+        memory = [
+            f"#define {up}_WORKSPACE_SIZE {program.arena_size} /* bytes of workspace {program.name}_run needs */",
+            f"#define {up}_WORKSPACE_ALIGN {WORKSPACE_ALIGN} /* required alignment of that workspace */",
+        ]
+    else:
+        memory = [
+            f"#define {up}_GPU_API {c_string(program.gpu.dialect)} /* the device API the bundle runs on */",
+            f"#define {up}_DEVICE_ARENA_SIZE {program.arena_size} /* bytes of device memory a context "
+            "holds for intermediate values */",
+        ]
     lines = [
-        f"#define {up}_WORKSPACE_SIZE {program.arena_size} /* bytes of workspace {program.name}_run needs */",
-        f"#define {up}_WORKSPACE_ALIGN {WORKSPACE_ALIGN} /* required alignment of that workspace */",
+        *memory,
         f"#define {up}_WEIGHTS_SIZE {len(program.weights)}u /* bytes of weights ({program.name}_weights.bin) */",
         f"#define {up}_WEIGHTS_ALIGN {WEIGHTS_ALIGN} /* required alignment of caller-provided weights */",
         f"#define {up}_NUM_INPUTS {len(program.inputs)}",
@@ -80,27 +90,18 @@ def _dims_api(program: Program) -> list[str]:
     ]
 
 
-def render_header(program: Program) -> str:
-    n, up = program.name, program.name.upper()
-    guard = f"AOTC_{up}_H"
-    feats = ", ".join(program.cpu_features) or "baseline"
-    default = (
-        f"{program.num_threads}, fixed at compile time" if program.num_threads
-        else "all online cores"
-    )
-    lines = [
-        banner(f"public API of the compiled model '{n}'"),
+def _open(program: Program, target: list[str], contract: list[str]) -> list[str]:
+    """The header's opening: what it is for, the inputs and outputs, `contract`, the guard."""
+    guard = f"AOTC_{program.name.upper()}_H"
+    return [
+        banner(f"public API of the compiled model '{program.name}'"),
         "/*",
-        f" * Target: {comment_safe(program.triple)} (cpu {comment_safe(program.cpu)}; "
-        f"needs {comment_safe(feats)}).",
+        *target,
         " *",
         *_io_comment(program),
         *_dims_comment(program),
         " *",
-        " * Every function returns AOTC_OK (0) or an AOTC_ERR_* status (aotc_api.h); none aborts.",
-        " * Thread safety: one context per thread; different contexts (and "
-        f"{n}_run calls with",
-        " * different workspaces) may run at the same time. The library has no global mutable state.",
+        *contract,
         " */",
         f"#ifndef {guard}",
         f"#define {guard}",
@@ -113,6 +114,117 @@ def render_header(program: Program) -> str:
         "",
         *_macros(program),
         "",
+    ]
+
+
+def _close(program: Program, api: list[str]) -> list[str]:
+    """`api`, then the functions every bundle has, and the header's end."""
+    n = program.name
+    return [
+        *api,
+        "/* A static, never-freed English message for a status code; thread-safe. */",
+        f"const char *{n}_status_message(int status);",
+        "",
+        "/* NULL when this CPU has every instruction set the kernels use, else the name of one it",
+        " * lacks (for the message after AOTC_ERR_UNSUPPORTED_CPU). */",
+        f"const char *{n}_missing_cpu_feature(void);",
+        "",
+        "/* The model's static descriptor (names, dtypes, shapes and byte sizes of inputs and outputs). */",
+        f"const aotc_model_desc *{n}_describe(void);",
+        "",
+        "#ifdef __cplusplus",
+        "}",
+        "#endif",
+        "",
+        f"#endif /* AOTC_{n.upper()}_H */",
+        "",
+    ]
+
+
+def render_gpu_header(program: Program) -> str:
+    """NAME.h of a GPU bundle: the CPU bundle's contract where it applies (create, run with
+    inputs and outputs in host memory, destroy, status codes), on a device."""
+    assert program.gpu is not None
+    n, up = program.name, program.name.upper()
+    opencl = program.gpu.dialect == "opencl"
+    env = "AOTC_OPENCL_DEVICE" if opencl else "AOTC_CUDA_DEVICE"
+    target = ([f" * Target: an OpenCL 1.2 device (kernels scheduled for {comment_safe(program.cpu)}, "
+               "built from source when a context", " * is created); link -lOpenCL."] if opencl else
+              [f" * Target: an NVIDIA GPU through the CUDA driver API (PTX for {comment_safe(program.cpu)}, "
+               "compiled by the driver", " * when a context is created); link -lcuda."])
+    contract = [
+        " * Every function returns AOTC_OK (0) or an AOTC_ERR_* status (aotc_api.h); none aborts. A",
+        " * failed create writes its message to aotc_gpu_options.error, a failed run leaves its in",
+        f" * {n}_context_error. Thread safety: one context per thread; different contexts may run at",
+        " * the same time. The library has no global mutable state.",
+    ]
+    default = ("the first GPU, else the first device" if opencl else "device 0")
+    api = [
+        "/* A model instance on a device: its kernels, weights and buffers; use from one thread at a time. */",
+        f"typedef struct {n}_context {n}_context;",
+        "",
+        f"/* Creates a context on the device ${env} names (else {default}; the",
+        " * choices: aotc_gpu_options.device in aotc_api.h): "
+        + ("builds the kernels, " if opencl else "loads the kernels, "),
+        " * allocates the device's memory once (the weights, copied once, the intermediate values,",
+        " * the inputs and outputs). num_threads must be >= 0 and is unused (the device runs the",
+        f" * kernels, the calling thread the rest). The caller owns *out_ctx and frees it with {n}_destroy. */",
+        f"int {n}_create({n}_context **out_ctx, int num_threads);",
+        "",
+        f"/* {n}_create with options: the device, "
+        + ("a file caching the built program, " if opencl else "")
+        + "and a buffer for the",
+        " * message of a failure (aotc_gpu_options in aotc_api.h; NULL: the defaults). */",
+        f"int {n}_create_with_options({n}_context **out_ctx, const aotc_gpu_options *options);",
+        "",
+        f"/* The same with the caller's weights instead of those linked in: the bytes of {n}_weights.bin",
+        f" * ({up}_WEIGHTS_SIZE of them, {up}_WEIGHTS_ALIGN-aligned), copied to the device at create. A",
+        " * program that calls only these links no weights. */",
+        f"int {n}_create_with_weights({n}_context **out_ctx, int num_threads, const void *weights,",
+        "                            uint64_t weights_size);",
+        f"int {n}_create_with_weights_options({n}_context **out_ctx, const void *weights,",
+        "                                    uint64_t weights_size, const aotc_gpu_options *options);",
+        "",
+        "/* Runs the model: copies the inputs (host memory) to the device, runs the kernels and copies",
+        " * the outputs back; returns once they are written (the device synchronised). One call per",
+        " * context at a time. */",
+        f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
+        "",
+        "/* Waits for the device and frees everything ctx owns on it and on the host; NULL is a no-op. */",
+        f"void {n}_destroy({n}_context *ctx);",
+        "",
+        "/* 1: the host side of a run is the calling thread (0 for NULL). */",
+        f"int {n}_context_num_threads(const {n}_context *ctx);",
+        "",
+        "/* The message of ctx's last failed run: the device API's call and error (\"\" after a",
+        " * successful run and for NULL); valid until the next run or destroy. */",
+        f"const char *{n}_context_error(const {n}_context *ctx);",
+        "",
+        "/* The name of ctx's device (\"\" for NULL). */",
+        f"const char *{n}_context_device(const {n}_context *ctx);",
+        "",
+    ]
+    return "\n".join([*_open(program, target, contract), *_close(program, api)])
+
+
+def render_header(program: Program) -> str:
+    if program.gpu is not None:
+        return render_gpu_header(program)
+    n, up = program.name, program.name.upper()
+    feats = ", ".join(program.cpu_features) or "baseline"
+    default = (
+        f"{program.num_threads}, fixed at compile time" if program.num_threads
+        else "all online cores"
+    )
+    target = [f" * Target: {comment_safe(program.triple)} (cpu {comment_safe(program.cpu)}; "
+              f"needs {comment_safe(feats)})."]
+    contract = [
+        " * Every function returns AOTC_OK (0) or an AOTC_ERR_* status (aotc_api.h); none aborts.",
+        " * Thread safety: one context per thread; different contexts (and "
+        f"{n}_run calls with",
+        " * different workspaces) may run at the same time. The library has no global mutable state.",
+    ]
+    api = [
         "/* A model instance with its own worker threads and workspace; use from one thread at a time. */",
         f"typedef struct {n}_context {n}_context;",
         "",
@@ -147,21 +259,5 @@ def render_header(program: Program) -> str:
         "/* The number of threads ctx runs on (0 for NULL). */",
         f"int {n}_context_num_threads(const {n}_context *ctx);",
         "",
-        "/* A static, never-freed English message for a status code; thread-safe. */",
-        f"const char *{n}_status_message(int status);",
-        "",
-        "/* NULL when this CPU has every instruction set the kernels use, else the name of one it",
-        " * lacks (for the message after AOTC_ERR_UNSUPPORTED_CPU). */",
-        f"const char *{n}_missing_cpu_feature(void);",
-        "",
-        "/* The model's static descriptor (names, dtypes, shapes and byte sizes of inputs and outputs). */",
-        f"const aotc_model_desc *{n}_describe(void);",
-        "",
-        "#ifdef __cplusplus",
-        "}",
-        "#endif",
-        "",
-        f"#endif /* {guard} */",
-        "",
     ]
-    return "\n".join(lines)
+    return "\n".join([*_open(program, target, contract), *_close(program, api)])

@@ -34,7 +34,8 @@ def _tensor_table(n: str, kind: str, tensors: list[TensorInfo]) -> tuple[list[st
     return lines, f"{n}_{kind}s"
 
 
-def _ref(r: BufferRef) -> str:
+def ref_row(r: BufferRef) -> str:
+    """One `aotc_ref` initializer (a line of a refs table)."""
     odd = -1 if r.odd_offset is None else r.odd_offset
     return (f"    {{{STORAGE_ENUM[r.storage]}, {r.loop}, {r.offset}, {r.shift}, {r.stride}, "
             f"{odd}}},")
@@ -52,7 +53,7 @@ def _tables(program: Program) -> tuple[list[str], str, str, int]:
     for i, row in enumerate(rows):
         what = comment_safe(row.node)
         refs.append(f"    /* step {i}: {row.kernel or row.kind} ({what}) */")
-        refs.extend(_ref(r) for r in row.args)
+        refs.extend(ref_row(r) for r in row.args)
         kernel = row.kernel or "NULL"
         steps.append(f"    {{{kernel}, {len(row.args)}, {first}, {STEP_ENUM[row.kind]}, "
                      f"{row.level}, {row.target}, {row.count}}}, /* {what} */")
@@ -151,11 +152,11 @@ const aotc_model_desc *{n}_describe(void) {{ return &{n}_desc; }}
 """
 
 
-def render_linked_source(program: Program) -> str:
-    """NAME_linked.c: the entry points that use the weights linked into the library. A program
-    that passes its own weights (run_model reads NAME_weights.bin) never references them, so
-    the static library's weights stay out of it."""
-    n, up = program.name, program.name.upper()
+def linked_source(program: Program, functions: list[str]) -> str:
+    """NAME_linked.c holding `functions`, which read the weights linked into the library as
+    `NAME_weights`. A program that passes its own weights (run_model reads NAME_weights.bin)
+    never references them, so the static library's weights stay out of it."""
+    n = program.name
     return "\n".join([
         banner(f"the entry points of '{n}' that use its linked-in weights (see {n}.h)"),
         f'#include "{n}.h"',
@@ -164,6 +165,14 @@ def render_linked_source(program: Program) -> str:
         f"/* {len(program.weights)} bytes of weights, 64-byte aligned, in {n}_weights. */",
         f"extern const unsigned char {n}_weights[] AOTC_INTERNAL;",
         "",
+        *functions,
+    ])
+
+
+def render_linked_source(program: Program) -> str:
+    """NAME_linked.c: the entry points that use the weights linked into the library."""
+    n, up = program.name, program.name.upper()
+    return linked_source(program, [
         f"int {n}_run(const void *const *inputs, void *const *outputs, void *workspace) {{",
         f"    return {n}_run_with_weights(inputs, outputs, workspace, {n}_weights, "
         f"{up}_WEIGHTS_SIZE);",
@@ -183,13 +192,29 @@ def render_linked_source(program: Program) -> str:
     ])
 
 
+def descriptor(program: Program, target: str) -> list[str]:
+    """The inputs' and outputs' tables and the model's descriptor `NAME_desc` (`target`: its
+    triple field)."""
+    n = program.name
+    in_lines, in_expr = _tensor_table(n, "input", program.inputs)
+    out_lines, out_expr = _tensor_table(n, "output", program.outputs)
+    dims_lines, dims_fields = _dims_table(program)
+    return [
+        *in_lines,
+        *out_lines,
+        *dims_lines,
+        "",
+        f"static const aotc_model_desc {n}_desc = {{",
+        f"    {c_string(n)}, {len(program.inputs)}, {in_expr}, {len(program.outputs)}, {out_expr},",
+        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {c_string(target)}{dims_fields}",
+        "};",
+    ]
+
+
 def render_source(program: Program) -> str:
     n = program.name
     kernels = list(dict.fromkeys(s.kernel for s in kernel_steps(program.steps)))
-    in_lines, in_expr = _tensor_table(n, "input", program.inputs)
-    out_lines, out_expr = _tensor_table(n, "output", program.outputs)
     table_lines, steps_expr, refs_expr, num_steps = _tables(program)
-    dims_lines, dims_fields = _dims_table(program)
     auxv = cpu_check.needs_auxv(program.triple, program.cpu_features)
     lines = [
         banner(f"executor tables and API of the model '{n}' (see {n}.h)"),
@@ -204,14 +229,7 @@ def render_source(program: Program) -> str:
         *(f"extern int32_t {k}(void *ctx, void **bufs, const int64_t *dims) AOTC_INTERNAL;"
           for k in kernels),
         "",
-        *in_lines,
-        *out_lines,
-        *dims_lines,
-        "",
-        f"static const aotc_model_desc {n}_desc = {{",
-        f"    {c_string(n)}, {len(program.inputs)}, {in_expr}, {len(program.outputs)}, {out_expr},",
-        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {c_string(program.triple)}{dims_fields}",
-        "};",
+        *descriptor(program, program.triple),
         "",
         *table_lines,
         "",

@@ -5,10 +5,11 @@ from __future__ import annotations
 from aotc.errors import AotcError
 from aotc.package.c_text import C_IDENTIFIER
 from aotc.package.control_table import flatten
-from aotc.package.program import DTYPES, Program
+from aotc.package.program import DTYPES, Program, Step
 
 MAX_ARGS = 64  # AOTC_MAX_ARGS in runtime_c/aotc_runtime.h
 MAX_LOOP_DEPTH = 8  # AOTC_MAX_LOOP_DEPTH
+MAX_GRID = 2**31 - 1  # blocks of a launch (CUDA's grid x), threads of a block
 
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if "
@@ -43,7 +44,9 @@ def check_program(program: Program) -> None:
         raise ValueError(f"arena size {program.arena_size} is not a multiple of 64")
     if program.num_threads < 0:
         raise ValueError(f"num_threads {program.num_threads} is negative")
-    if not program.kernel_object:
+    if program.gpu is not None:
+        _check_gpu(program)
+    elif not program.kernel_object:
         raise ValueError("the program has no kernel object")
     limits = {
         "arena": program.arena_size,
@@ -68,3 +71,29 @@ def check_program(program: Program) -> None:
             if ref.loop >= MAX_LOOP_DEPTH or (ref.odd_offset is not None
                                               and ref.storage != "arena"):
                 raise ValueError(f"{where}: {ref} cannot move that way")
+
+
+def _check_gpu(program: Program) -> None:
+    """A GPU program: kernel steps alone (no loops or branches), each kernel with its launches,
+    entry points named as C identifiers, grids the APIs take, PTX for CUDA."""
+    gpu = program.gpu
+    assert gpu is not None
+    if gpu.dialect not in ("opencl", "cuda"):
+        raise ValueError(f"unknown GPU dialect '{gpu.dialect}'")
+    if gpu.dialect == "cuda" and not program.kernel_object:
+        raise ValueError("a CUDA program without its PTX")
+    if b"\0" in (program.kernel_object + gpu.source.encode()):
+        raise ValueError("the kernels' code holds a NUL byte")
+    for i, step in enumerate(program.steps):
+        if not isinstance(step, Step):
+            raise ValueError(f"step {i}: a GPU program has kernel steps only")
+        if step.kernel not in gpu.launches:
+            raise ValueError(f"step {i} ({step.node}): kernel {step.kernel} has no launches")
+        if any(r.moves for r in step.args):
+            raise ValueError(f"step {i} ({step.node}): a reference moves with a loop")
+        for launch in gpu.launches[step.kernel]:
+            if not C_IDENTIFIER.match(launch.function):
+                raise ValueError(f"entry point '{launch.function}' is not a C identifier")
+            if not (0 <= launch.blocks <= MAX_GRID and 0 < launch.threads <= MAX_GRID):
+                raise ValueError(f"{launch.function}: a grid of {launch.blocks} blocks of "
+                                 f"{launch.threads} threads")
