@@ -94,7 +94,7 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
         for lp in spatial[1:]:
             fused = s.fuse(fused, lp)
         count = min(threads or machine.block_threads, machine.max_block_threads)
-        blocks, lanes = s.split(fused, min(count, fused.extent))
+        blocks, lanes = s.split(fused, max(1, min(count, fused.extent)))  # 0: an empty tensor
         s.bind(blocks, "block")
         s.bind(lanes, "thread")
     short = [lp for lp in reduce if 2 <= lp.extent <= SHORT_LOOP]

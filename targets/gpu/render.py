@@ -608,6 +608,8 @@ def render_kernel(k: Kernel) -> RenderedKernel:
             w.line(f"AOTC_GLOBAL {_MEM[b.dtype]}* b{i} = (AOTC_GLOBAL {_MEM[b.dtype]}*)"
                    f"(p{i} + o{i});  /* {b.role} {b.name} */")
         blocks, threads = _grid(stage)
+        if blocks == 0:  # an empty tensor: nothing to launch (CUDA and OpenCL 1.2 refuse
+            continue  # an empty grid)
         if blocks is None:
             # no spatial loop to spread: the whole nest on one thread
             w.open("if (AOTC_BLOCK_ID == 0 && AOTC_THREAD_ID == 0)")
