@@ -427,10 +427,16 @@ class _Compiler:
 
 @contextmanager
 def _compiling(node: ir.Node) -> Iterator[None]:
-    """An unexpected exception names the node being compiled (a user's error passes as is)."""
+    """An unexpected exception names the node being compiled; a user's error passes as is,
+    named by the node when it names none (a schedule or a target refusing the node's kernel)."""
     try:
         yield
-    except (AotcError, CompilerBug):
+    except AotcError as e:
+        if e.node is None and not isinstance(e, UnsupportedOperators):
+            e.node, e.op = node.name, node.op_type
+            e.args = (e.render(),)
+        raise
+    except CompilerBug:
         raise
     except Exception as e:
         raise CompilerBug(f"{type(e).__name__} while compiling node '{node.name}' "
