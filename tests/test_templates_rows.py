@@ -8,6 +8,7 @@ depthwise interior) and computations the templates must leave to the default spa
 """
 
 import itertools
+import math
 import pathlib
 import sys
 
@@ -485,6 +486,86 @@ def test_max_pool_combines_taps_as_a_tree():
         assert np.array_equal(np.signbit(got), np.signbit(want)), cfg
     text = format_kernel(space.build(space.default_config(), "k").kernel)
     assert "max(max(max(max(" in text and "max(max(max(max(max(" not in text
+
+
+def _pool_out(shape, attrs):
+    """The output shape of a 2-D pool (explicit pads, ceil_mode)."""
+    k, st, pads = attrs["kernel_shape"], attrs["strides"], attrs.get("pads", [0, 0, 0, 0])
+    rnd = math.ceil if attrs.get("ceil_mode") else math.floor
+    return shape[:2] + tuple(int(rnd((shape[2 + i] + pads[i] + pads[i + 2] - k[i]) / st[i])) + 1
+                             for i in range(2))
+
+
+NARROW_POOLS = [
+    ((1, 6, 32, 32), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), "split"),
+    # odd widths: a column left over per input row; batch 2
+    ((2, 3, 23, 21), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]), "split"),
+    ((1, 4, 15, 17), dict(kernel_shape=[3, 2], pads=[0, 1, 2, 0], strides=[3, 2], ceil_mode=1),
+     "split"),
+    ((1, 5, 16, 20), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[1, 1]), "split"),
+    ((1, 5, 32, 32), dict(kernel_shape=[2, 2], strides=[2, 2]), "row_vectors"),
+    ((2, 3, 9, 17), dict(kernel_shape=[2, 2], strides=[1, 1]), "row_vectors"),
+]
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("shape,attrs,form", NARROW_POOLS)
+def test_narrow_pools_give_the_default_schedules_values(op, shape, attrs, form, run_target):
+    """Pools narrower than POOL_MIN_WIDTH take the template in one form: rows of whole
+    vectors where every column sees every column tap as a plain load (no padding; unit
+    stride, or a 2x2/2 window's two adjacent columns), else the planes split by stride phase.
+    Either gives bit for bit what the default schedule gives, infinities, signed zeros and
+    whole windows of NaN included (a NaN's own sign aside)."""
+    from lowering.search.default_space import DefaultSpace
+
+    x = rand(*shape)
+    x.reshape(-1)[::7] = np.nan
+    x.reshape(-1)[3::11] = -0.0
+    x.reshape(-1)[5::13] = 0.0
+    x.reshape(-1)[1::17] = -np.inf
+    x.reshape(-1)[2::19] = np.inf
+    x[0, 0, :4] = np.nan  # whole windows of NaN
+    phs, outs = lowered(op, [x], attrs, [_pool_out(shape, attrs)])
+    space = select.space_for(phs, outs, [None], run_target)
+    assert space.kind == "depthwise"
+    assert [k.options for k in space.knobs if k.name == "plane"] == [(form,)]
+    default = DefaultSpace(phs, outs, [None], run_target)
+    (want,) = run_kernel(default.build(default.default_config(), "d").kernel, [x],
+                         target=run_target)
+    for cfg in all_configs(space):
+        (got,) = run_kernel(space.build(cfg, "k").kernel, [x], target=run_target)
+        np.testing.assert_array_equal(got, want, err_msg=str(cfg))
+        numbers = ~np.isnan(want)
+        assert np.array_equal(np.signbit(got[numbers]), np.signbit(want[numbers])), cfg
+
+
+def test_narrow_strided_pool_splits_its_planes_by_phase():
+    """A 3x3/2 max pool over 32x32 planes (ResNet-style stem pool on a small image): each
+    plane is copied into its four stride phases (17x17 each, the identity around them), and
+    the window is ONE vector loop per plane, a whole number of 16-lane vectors with every tap
+    a plain load of a phase at the loop index plus a constant: no select, no stride, no
+    gather, and LLVM vectorises it at 16 lanes. (In rows, the left tap's mask and the gap in
+    its stride-2 group left LLVM 8 lanes and scalar remainders: 3x slower.)"""
+    from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
+    from targets.cpu.target import NAMED_TARGETS
+
+    target = NAMED_TARGETS["cpu-avx512"]
+    shape, attrs = (1, 16, 32, 32), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                         strides=[2, 2])
+    phs, outs = lowered("MaxPool", [rand(*shape)], attrs, [_pool_out(shape, attrs)])
+    space = select.space_for(phs, outs, [None], target)
+    kernel = space.build(space.default_config(), "k").kernel
+    (chunk,) = kernel.stages
+    window = [lp for lp in _loops(chunk, []) if lp[0] == "v"]
+    assert len(window) == 1 and window[0][1].value % 16 == 0 and window[0][2] == "vectorize"
+    assert window[0][1].value >= 15 * 17 + 16
+    assert "select(" not in format_kernel(kernel)
+    scratch = [b for b in kernel.buffers if b.role == "scratch"]
+    assert scratch[0].size >= 4 * 17 * 17
+    mb = ModuleBuilder(target)
+    mb.add_kernel(kernel)
+    _, ir = optimize_and_emit(mb.text(), target)
+    assert "<16 x float>" in ir and "gather" not in ir
 
 
 @pytest.mark.parametrize("hw,pad,form", [(7, 1, "masked"), (14, 1, "masked"),

@@ -45,9 +45,10 @@ from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 I64 = "int64"
 # More runs than this along an axis (strided fills, odd padding conditions): not this template.
 MAX_RUNS = 8
-# Pools with narrower outputs keep the default schedule: its padded copy is small there and its
-# vector loops beat this template's short interior runs (3x3/2 max pools, one core: 16 and 32
-# wide 1.4-1.9x slower here, 56 and 64 wide 2.2-2.6x faster).
+# Pools with narrower outputs do not take the row form: its short interior runs between scalar
+# borders lost to the default schedule's padded copy there (3x3/2 max pools, one core: 16 and
+# 32 wide 1.4-1.9x slower, 56 and 64 wide 2.2-2.6x faster). They take rows of whole vectors or
+# the split planes (_narrow_pool_form; 3x3/2 over 32x32 planes: 0.35x the default's time).
 POOL_MIN_WIDTH = 48
 # cycles of loop overhead per loop over a run of outputs (set-up, remainder, scalar borders)
 PIECE_CYCLES = 20
@@ -328,7 +329,8 @@ class DepthwiseTemplate:
         pat = analyze(outputs)
         if pat is None or not any(pat.x is t for t in inputs):
             return None
-        if pat.weight is None and pat.w.out < POOL_MIN_WIDTH:
+        if pat.weight is None and pat.w.out < POOL_MIN_WIDTH and \
+                _narrow_pool_form(pat, target.vector_lanes_f32) is None:
             return None
         return DepthwiseSpace(inputs, outputs, consts, target, pat)
 
@@ -344,15 +346,24 @@ class DepthwiseSpace(ScheduleSpace):
         self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
         # the plane forms fill padding with the combiner's identity, which an integer
         # input less its zero point does not have: they are for float windows
-        if not pat.integer and _padded_plane_ok(pat, target.vector_lanes_f32):
+        if pat.weight is None and pat.w.out < POOL_MIN_WIDTH:  # a narrow pool: one form
+            self.knobs.append(Knob("plane", (_narrow_pool_form(pat, target.vector_lanes_f32),)))
+        elif not pat.integer and _padded_plane_ok(pat, target.vector_lanes_f32):
             forms = ("rows", "padded", "masked") if _masked_plane_ok(pat) else ("rows", "padded")
             self.knobs.append(Knob("plane", forms))
+
+    def canonical(self, config: Config) -> Config:
+        """The split form has no rows per iteration to choose."""
+        return {**config, "rows": 2} if config.get("plane") == "split" else config
 
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
         b = _Builder(self, int(config["rows"]), name)  # type: ignore[call-overload]
         form = config.get("plane", "rows")
         return BuiltKernel(b.padded_kernel() if form == "padded" else
-                           b.masked_kernel() if form == "masked" else b.kernel())
+                           b.masked_kernel() if form == "masked" else
+                           b.row_vectors_kernel() if form == "row_vectors" else
+                           b.split_kernel(self.target.vector_lanes_f32) if form == "split" else
+                           b.kernel())
 
     def cost(self, config: Config) -> float:
         """Vector loads dominate: kh*kw per output vector, shared between rows of a block, at
@@ -368,6 +379,17 @@ class DepthwiseSpace(ScheduleSpace):
         if config.get("plane") == "masked":  # a load, a select and an FMA per tap and vector
             vectors = math.ceil(pat.h.out * pat.w.out / lanes)
             return planes * (vectors * taps * 1.5 + PIECE_CYCLES) / m.hz
+        if config.get("plane") == "row_vectors":  # the same per row of whole vectors
+            vectors = pat.h.out * math.ceil(pat.w.out / lanes)
+            return planes * (vectors * taps * 1.5 + pat.h.out * PIECE_CYCLES) / m.hz
+        if config.get("plane") == "split":  # fill, copy, window, copy out
+            (_, _, hq), (_, _, wq) = _split_axis(pat.h, pat.x.shape[2]), \
+                _split_axis(pat.w, pat.x.shape[3])
+            virtual = (pat.h.out - 1) * wq + pat.w.out
+            per_plane = (pat.h.stride * pat.w.stride * hq * wq + pat.x.shape[2] * pat.x.shape[3]
+                         ) / lanes + math.ceil(virtual / lanes) * taps * 1.5 \
+                + pat.h.out * (math.ceil(pat.w.out / lanes) + PIECE_CYCLES) + 3 * PIECE_CYCLES
+            return planes * per_plane / m.hz
         if config.get("plane") == "padded":
             hp, wp = len(pat.h.valid), len(pat.w.valid)
             virtual = (pat.h.out - 1) * wp + pat.w.out
@@ -443,7 +465,16 @@ class _Builder:
         return Seq(out)
 
     def _row_block(self, ohs: list[te.Expr], taps_h: tuple[int, ...],
-                   w_runs: list[tuple[int, int, tuple[int, ...]]]) -> Stmt:
+                   w_runs: list[tuple[int, int, tuple[int, ...]]] | None) -> Stmt:
+        """Output rows `ohs`, each cut into the runs `w_runs`; None: each as one vector loop
+        over all its columns, every one of which sees every column tap (row_vectors_kernel;
+        interleave 1 keeps the short loop a loop for the vectorizer)."""
+        if w_runs is None:
+            ow = te.Var("ow")
+            every = tuple(range(self.pat.w.taps))
+            stores = [self._store(oh, ow, taps_h, every) for oh in ohs]
+            return loop_ir.simplify_indices(For(ow, _c(self.pat.w.out), "vectorize",
+                                                Seq(stores), interleave=1))
         loops: list[Stmt] = []
         for first, end, taps_w in w_runs:
             ow = te.Var("ow")
@@ -580,6 +611,77 @@ class _Builder:
                       [first, For(plane, _c(planes - 1), self._loop_kind(planes - 2), body,
                                   start=_c(1)), last])
 
+    def row_vectors_kernel(self) -> Kernel:
+        """Narrow pools whose every column sees every column tap (_narrow_pool_form): each
+        output row is ONE vector loop over all its columns, a whole number of vectors (LLVM
+        reads a 2x2/2 window's columns as one group of whole vectors and shuffles them apart),
+        rows split by the filter rows they see as in the row form. A 16-wide row is one
+        vector per tap instead of the default's padded copy and strided gathers."""
+        pat = self.pat
+        nb, kb = pat.conv.shape[:2]
+        plane = te.Var("plane")
+        self.env = {pat.n: plane // kb, pat.k: plane % kb}
+        body = Seq([self._h_run(a, b, taps, None) for a, b, taps in pat.h.runs()]
+                   + self._epilogue_pass())
+        return Kernel(self.name, self.buffers,
+                      [For(plane, _c(nb * kb), self._loop_kind(nb * kb), body)])
+
+    def split_kernel(self, lanes: int) -> Kernel:
+        """Strided windows over short rows (the padded-plane form split by stride phase): each
+        plane is copied into sh x sw sub-planes, phase (a, b) holding input rows a, a + sh, ..
+        and columns b, b + sw, .., with the combiner's identity around them; a tap then reads
+        one phase at the output's own sub-plane position plus a constant, so the window is ONE
+        vector loop over the plane in the sub-planes' row pitch, v = oh*WQ + ow, every tap a
+        plain load at v plus a constant (no masks, no strided loads), run to a whole number of
+        vectors (the sub-planes have room for it), and the output rows are copied out of that
+        pitch. The copy into the phases reads each input row once as whole vectors, a group
+        of sw adjacent columns per sub-plane column (LLVM's interleaved loads)."""
+        pat = self.pat
+        nb, kb = pat.conv.shape[:2]
+        planes = nb * kb
+        sh, sw = pat.h.stride, pat.w.stride
+        hx, wx = pat.x.shape[2], pat.x.shape[3]
+        (offs_h, lh, hq), (offs_w, lw, wq) = _split_axis(pat.h, hx), _split_axis(pat.w, wx)
+        oh_n, ow_n = pat.h.out, pat.w.out
+        phase = hq * wq
+        size = sh * sw * phase
+        virtual = -(-((oh_n - 1) * wq + ow_n) // lanes) * lanes
+        chunks = -(-planes // PLANES_PER_CHUNK)
+        ident = self._identity()
+        # the window's last vectors read up to virtual - 1 past a phase's start (the results
+        # past the plane are thrown away): slack after the last chunk's sub-planes
+        pad, virt, ch, j = self._chunk_scratch((chunks * size + virtual,), (chunks * virtual,))
+        env = self.env
+        chan = te.substitute(pat.chan, env)
+        xb = self.buf[id(pat.x)]
+        p0 = ch * size
+
+        def sub(a: int, b: int) -> te.Expr:
+            return p0 + (a * sw + b) * phase
+
+        e, i, c, v = te.Var("e"), te.Var("i"), te.Var("c"), te.Var("v")
+        stages: list[Stmt] = [For(e, _c(size), "vectorize", Store(pad, p0 + e, ident))]
+        cols = wx // sw
+        for a in range(min(sh, hx)):
+            row = i * sh + a
+            at = (i + lh) * wq + lw
+
+            def src(col: te.Expr, row: te.Expr = row) -> te.Expr:
+                return BufLoad(xb, flat_index(xb, [env[pat.n], chan, row, col]))
+
+            copy: list[Stmt] = []
+            if cols:
+                copy.append(For(c, _c(cols), "vectorize", Seq([
+                    Store(pad, sub(a, b) + at + c, src(c * sw + b)) for b in range(sw)])))
+            copy += [Store(pad, sub(a, b) + at + cols, src(_c(cols * sw + b)))
+                     for b in range(wx % sw)]
+            stages.append(For(i, _c(-(-(hx - a) // sh)), "serial", Seq(copy)))
+        taps = [(r0, r1, BufLoad(pad, sub(dh % sh, dw % sw) + v
+                                 + ((dh // sh + lh) * wq + dw // sw + lw)))
+                for r0, dh in enumerate(offs_h) for r1, dw in enumerate(offs_w)]
+        return self._plane_chunks([loop_ir.simplify_indices(Seq(stages))], taps, v, virt,
+                                  virtual, wq, ch, j)
+
     def padded_kernel(self) -> Kernel:
         """Short rows: each plane is copied into a scratch with its padding (the combiner's
         identity) around it, and the window is computed by ONE vector loop over the plane
@@ -595,17 +697,11 @@ class _Builder:
         planes = nb * kb
         chunks = -(-planes // PLANES_PER_CHUNK)
         ident = self._identity()
-        pad = Buffer(f"s{len(self.buffers)}", pat.x.dtype, (chunks, hp * wp), "scratch")
-        self.buffers.append(pad)
-        virt = Buffer(f"s{len(self.buffers)}", pat.conv.dtype, (chunks, virtual), "scratch")
-        self.buffers.append(virt)
-        ch, j = te.Var("chunk"), te.Var("j")
-        plane = ch * PLANES_PER_CHUNK + j
-        self.env = {pat.n: plane // kb, pat.k: plane % kb}
+        pad, virt, ch, j = self._chunk_scratch((chunks, hp * wp), (chunks, virtual))
         env = self.env
         chan = te.substitute(pat.chan, env)
         xb = self.buf[id(pat.x)]
-        p0, v0 = ch * (hp * wp), ch * virtual
+        p0 = ch * (hp * wp)
         (h0, h1), (w0, w1) = _valid_run(pat.h.valid), _valid_run(pat.w.valid)
         ph, pw, v = te.Var("ph"), te.Var("pw"), te.Var("v")
         # the padded copy: rows of padding, then input rows with padding at both ends (the
@@ -627,19 +723,46 @@ class _Builder:
         taps = [(r0, r1, BufLoad(pad, p0 + v + ((r0 * pat.h.dilation + pat.h.offset) * wp
                                                 + r1 * pat.w.dilation + pat.w.offset)))
                 for r0 in range(pat.h.taps) for r1 in range(pat.w.taps)]
-        stages.append(For(v, _c(virtual), "vectorize",
-                          Store(virt, v0 + v, self._window(env, taps))))
-        # the output rows out of the padded pitch, through the epilogue (interleave 1: the code
-        # generator keeps a short row a loop, which LLVM would unroll and then vectorise across
-        # the rows with gathers and scatters, 3x slower on 14x14)
+        return self._plane_chunks(stages, taps, v, virt, virtual, wp, ch, j)
+
+    def _chunk_scratch(self, pad_shape: tuple[int, ...], virt_shape: tuple[int, ...]
+                       ) -> tuple[Buffer, Buffer, te.Var, te.Var]:
+        """The plane forms' scratches, one slot per chunk of planes: the plane copied with its
+        padding, and the window's values in that copy's pitch; and the chunk and the plane
+        within it, plane ch * PLANES_PER_CHUNK + j, which self.env is set to."""
+        pat = self.pat
+        pad = Buffer(f"s{len(self.buffers)}", pat.x.dtype, pad_shape, "scratch")
+        self.buffers.append(pad)
+        virt = Buffer(f"s{len(self.buffers)}", pat.conv.dtype, virt_shape, "scratch")
+        self.buffers.append(virt)
+        ch, j = te.Var("chunk"), te.Var("j")
+        plane = ch * PLANES_PER_CHUNK + j
+        self.env = {pat.n: plane // pat.conv.shape[1], pat.k: plane % pat.conv.shape[1]}
+        return pad, virt, ch, j
+
+    def _plane_chunks(self, stages: list[Stmt], taps: list[tuple[int, int, te.Expr]],
+                      v: te.Var, virt: Buffer, virtual: int, pitch: int, ch: te.Var,
+                      j: te.Var) -> Kernel:
+        """The plane forms' kernel: a loop over chunks of PLANES_PER_CHUNK planes (plane
+        ch * PLANES_PER_CHUNK + j), each plane running `stages` (its copy into a scratch),
+        the window as one vector loop over `virtual` positions v of the scratch's row `pitch`
+        into `virt`, and the output rows copied out of that pitch through the epilogue
+        (interleave 1: the code generator keeps a short row a loop, which LLVM would unroll
+        and then vectorise across the rows with gathers and scatters, 3x slower on 14x14)."""
+        pat, env = self.pat, self.env
+        planes = math.prod(pat.conv.shape[:2])
+        v0 = ch * virtual
         oh, ow = te.Var("oh"), te.Var("ow")
-        stages.append(For(oh, _c(oh_n), "serial", For(
-            ow, _c(ow_n), "vectorize",
-            self._output(env, oh, ow, BufLoad(virt, v0 + oh * wp + ow)), interleave=1)))
+        stages = stages + [
+            For(v, _c(virtual), "vectorize", Store(virt, v0 + v, self._window(env, taps))),
+            For(oh, _c(pat.h.out), "serial", For(
+                ow, _c(pat.w.out), "vectorize",
+                self._output(env, oh, ow, BufLoad(virt, v0 + oh * pitch + ow)), interleave=1))]
         stages += self._epilogue_pass()
         count = te.minimum(_c(PLANES_PER_CHUNK), _c(planes) - ch * PLANES_PER_CHUNK)
         if planes % PLANES_PER_CHUNK == 0:
             count = _c(PLANES_PER_CHUNK)
+        chunks = -(-planes // PLANES_PER_CHUNK)
         return Kernel(self.name, self.buffers,
                       [For(ch, _c(chunks), self._loop_kind(chunks),
                            For(j, count, "serial", Seq(stages)))])
@@ -689,6 +812,49 @@ def _padded_plane_ok(pat: DepthwisePattern, lanes: int) -> bool:
             return False
         first, end = _valid_run(a.valid)
         if not all(a.valid[first:end]):
+            return False
+    return True
+
+
+def _narrow_pool_form(pat: DepthwisePattern, lanes: int) -> str | None:
+    """The form of a pool narrower than POOL_MIN_WIDTH: rows of whole vectors where every
+    column tap of every column is a plain load (no padding to mask; unit stride, or a
+    stride-s window of s adjacent columns, which LLVM reads as one group of whole vectors) and
+    rows are whole vectors, else the split planes (a masked or gapped strided tap leaves LLVM
+    half-width vectors and scalar remainders: a 3x3/2 pool over 32x32 planes ran 3x slower in
+    rows), else None (the default schedule)."""
+    w = pat.w
+    offsets = sorted(r * w.dilation + w.offset - w.shift for r in range(w.taps))
+    masked = any(not w.tap_ok(o, r) for o in range(w.out) for r in range(w.taps))
+    grouped = w.stride == 1 or offsets == list(range(offsets[0], offsets[0] + w.stride))
+    if not pat.integer and grouped and not masked and w.out % lanes == 0:
+        return "row_vectors"
+    return "split" if _split_ok(pat) else None
+
+
+def _split_axis(a: Axis, size: int) -> tuple[list[int], int, int]:
+    """The split form along one axis of an input `size` long: each tap's offset from the
+    output's position times the stride (input position o*s + off: phase off % s, sub-plane
+    index o + off // s + lead), the sub-plane positions before input position 0 (`lead`),
+    and the sub-plane's length (room for every tap of every output and for the input)."""
+    offs = [r * a.dilation + a.offset - a.shift for r in range(a.taps)]
+    lead = max(0, -min(o // a.stride for o in offs))
+    end = max(a.out + max(o // a.stride for o in offs), -(-size // a.stride))
+    return offs, lead, lead + end
+
+
+def _split_ok(pat: DepthwisePattern) -> bool:
+    """Whether the split form applies: a float pool whose output planes each read their own
+    input plane, and whose padding is exactly what lies outside the input (the sub-planes hold
+    the whole input and the identity around it). At stride 1 it is the padded-plane form with
+    the window run to whole vectors."""
+    if pat.weight is not None or pat.integer:
+        return False
+    if pat.chan is not pat.k or pat.x.shape[:2] != pat.conv.shape[:2]:
+        return False
+    for a, size in ((pat.h, pat.x.shape[2]), (pat.w, pat.x.shape[3])):
+        if not any(a.valid) or _valid_run(a.valid) != (a.shift, a.shift + size) \
+                or not all(a.valid[a.shift:a.shift + size]):
             return False
     return True
 
