@@ -29,10 +29,12 @@ Cases run on `--jobs` worker processes (default: the number of cores), forked fr
 after the cases are collected. A worker that runs past a case's time limit exits; a worker that
 dies takes the pool with it, so the cases it was running are run again alone to find the one
 that killed it, and the rest are resubmitted.
-`--write-status` writes STATUS.md (totals, refusal reasons grouped, one row per operator);
-`--update-expected` writes expected_passes.txt (with `--filter`: only the filtered cases'
-entries change), the list test_conformance.py holds aotc to. The command
-exits with 1 when a case is wrong or crashed or an expected pass no longer passes.
+`--write-status` writes STATUS.md (totals, refusal reasons grouped, one row per operator;
+`--path opencl`: STATUS_opencl.md, which also lists the in-process passes it refuses);
+`--update-expected` writes expected_passes.txt (`--path opencl`: expected_passes_opencl.txt;
+with `--filter`: only the filtered cases' entries change), the lists test_conformance.py
+holds aotc to. The command exits with 1 when a case is wrong or crashed or an expected pass
+of the path no longer passes.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ for _p in (str(ROOT / "tests"), str(ROOT)):
 
 STATUS = HERE / "STATUS.md"
 EXPECTED = HERE / "expected_passes.txt"
+# The GPU path's own status and list (its passes are a subset of the in-process ones: what
+# the GPU target refuses is listed there, by reason)
+STATUS_FILES = {"inprocess": STATUS, "c": STATUS, "opencl": HERE / "STATUS_opencl.md"}
+EXPECTED_FILES = {"inprocess": EXPECTED, "opencl": HERE / "expected_passes_opencl.txt"}
 OUTCOMES = ("pass", "refused", "wrong", "crash")
 PATHS = ("inprocess", "c", "opencl")
 # Seconds a case may take (compile + run) before it counts as a crash (a hang).
@@ -416,6 +422,7 @@ def run_cases(cases: dict[str, object], path: str = "inprocess", jobs: int | Non
 
 # (group, pattern on the refusal's first line), the first that matches wins.
 REFUSAL_GROUPS = (
+    ("not on this target yet", r"does not compile for the [\w:]+ target"),
     ("unsupported operator", r"operators aotc does not support"),
     ("element type", r"element type|unsupported type:? tensor\(|"
      r"\b(of|on) (b?float|u?int|bool)\w*( data)? is not supported"),
@@ -467,14 +474,16 @@ def _cell(text: str) -> str:
 
 
 def status_text(results: dict[str, Result], cases: dict[str, object], path: str,
-                command: str) -> str:
+                command: str, device: str = "") -> str:
     totals = Counter(r.outcome for r in results.values())
     n = len(results)
     lines = [
         "# ONNX backend node tests through aotc",
         "",
         f"Written by `{command}` on {datetime.date.today().isoformat()} with onnx "
-        f"{onnx.__version__}: {n} cases, path `{path}` (see tests/conformance/runner.py).",
+        f"{onnx.__version__}: {n} cases, path `{path}`"
+        + (f" on the OpenCL device '{device}'" if device else "")
+        + " (see tests/conformance/runner.py).",
         "",
         "| outcome | cases | % |",
         "|---|---:|---:|",
@@ -505,10 +514,29 @@ def status_text(results: dict[str, Result], cases: dict[str, object], path: str,
         reason = f"{_cell(common[0][0])} ({common[0][1]})" if common else ""
         lines.append(f"| {op} | {len(rs)} | {count['pass']} | {count['refused']} | "
                      f"{count['wrong']} | {count['crash']} | {reason} |")
+    if path != "inprocess":
+        lines += _elsewhere_lines(results)
     bad = [r for r in results.values() if r.outcome in ("wrong", "crash")]
     lines += ["", "## Wrong results and crashes", ""]
     lines += [f"- `{r.name}` ({r.outcome}): {_cell(r.reason)}" for r in bad] or ["None."]
     return "\n".join(lines) + "\n"
+
+
+def _elsewhere_lines(results: dict[str, Result]) -> list[str]:
+    """The in-process passes (expected_passes.txt) among `results` that this path did not
+    pass, grouped by reason."""
+    cpu = [n for n in read_expected(EXPECTED) if n in results]
+    missed = [results[n] for n in cpu if results[n].outcome != "pass"]
+    lines = ["", "## In-process passes this path does not pass", "",
+             f"{len(cpu) - len(missed)} of the {len(cpu)} in-process passes pass here; the "
+             f"other {len(missed)}:", "", "| reason | cases | examples |", "|---|---:|---|"]
+    by_reason: dict[str, list[str]] = {}
+    for r in missed:
+        by_reason.setdefault(f"{r.outcome}: {gist(r.reason)}", []).append(r.name)
+    for reason, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        shown = ", ".join(f"`{n}`" for n in names[:3]) + (", …" if len(names) > 3 else "")
+        lines.append(f"| {_cell(reason)} | {len(names)} | {shown} |")
+    return lines
 
 
 def read_expected(path: Path = EXPECTED) -> list[str]:
@@ -518,14 +546,33 @@ def read_expected(path: Path = EXPECTED) -> list[str]:
             if line.strip() and not line.startswith("#")]
 
 
-def write_expected(results: dict[str, Result], path: Path = EXPECTED) -> list[str]:
-    """The passing cases among `results`, merged with the listed cases `results` does not hold."""
+def write_expected(results: dict[str, Result], path: Path = EXPECTED,
+                   run: str = "inprocess") -> list[str]:
+    """The passing cases among `results`, merged with the listed cases `results` does not hold
+    (`run`: the path they ran on)."""
     kept = {n for n in read_expected(path) if n not in results}
     names = sorted(kept | {n for n, r in results.items() if r.outcome == "pass"})
-    path.write_text("# ONNX node test cases that pass in-process; written by "
-                    "`python -m tests.conformance.runner --update-expected`\n"
+    where = "in-process" if run == "inprocess" else f"on the {run} path"
+    flag = "" if run == "inprocess" else f"--path {run} "
+    path.write_text(f"# ONNX node test cases that pass {where}; written by "
+                    f"`python -m tests.conformance.runner {flag}--update-expected`\n"
                     + "".join(f"{n}\n" for n in names))
     return names
+
+
+def representative(names: Iterable[str], cases: dict[str, object], per_operator: int = 3
+                   ) -> list[str]:
+    """Up to `per_operator` of `names` per operator (operator_of): the first, the middle and
+    the last by name (variants are named alike, so these differ most), in name order."""
+    by_op: dict[str, list[str]] = {}
+    for n in sorted(names):
+        if n in cases:
+            by_op.setdefault(operator_of(cases[n], cases), []).append(n)
+    picked: set[str] = set()
+    for group in by_op.values():
+        k = min(per_operator, len(group))
+        picked |= {group[round(i * (len(group) - 1) / max(k - 1, 1))] for i in range(k)}
+    return sorted(picked)
 
 
 def regressions(results: dict[str, Result], expected: Iterable[str]) -> list[Result]:
@@ -542,16 +589,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--timeout", type=float, help="seconds per case (default: "
                         + ", ".join(f"{p} {s:.0f}" for p, s in TIME_LIMITS.items()) + ")")
-    parser.add_argument("--write-status", action="store_true", help=f"write {STATUS.name}")
+    parser.add_argument("--write-status", action="store_true",
+                        help=f"write {STATUS.name} ({STATUS_FILES['opencl'].name} for opencl)")
     parser.add_argument("--update-expected", action="store_true",
-                        help=f"write {EXPECTED.name} (in-process path only)")
+                        help=f"write {EXPECTED.name} ({EXPECTED_FILES['opencl'].name} for "
+                        "opencl; not for c)")
     parser.add_argument("-v", "--verbose", action="store_true", help="a line per case")
     args = parser.parse_args(argv)
     if args.write_status and args.filter:
         parser.error("--write-status covers every case: run it without --filter")
-    if args.update_expected and args.path != "inprocess":
-        parser.error("--update-expected lists the in-process passes (the test's path)")
+    if args.update_expected and args.path not in EXPECTED_FILES:
+        parser.error("--update-expected lists the passes of a path a test runs "
+                     f"({', '.join(EXPECTED_FILES)})")
 
+    device = ""
+    if args.path == "opencl":
+        from targets.gpu.opencl_device import device_name, opencl_available
+
+        if not opencl_available():
+            parser.error("--path opencl needs pyopencl and an OpenCL device (apt-get install "
+                         "pocl-opencl-icd runs one on the CPU)")
+        device = device_name()
     started = time.monotonic()
     cases = collect(args.filter)
 
@@ -565,7 +623,8 @@ def main(argv: list[str] | None = None) -> int:
     totals = Counter(r.outcome for r in results.values())
     print(" ".join(f"{o} {totals[o]}" for o in OUTCOMES)
           + f" of {len(results)} ({time.monotonic() - started:.0f} s)")
-    failed = regressions(results, read_expected()) if args.path == "inprocess" else []
+    expected = EXPECTED_FILES.get(args.path)
+    failed = regressions(results, read_expected(expected)) if expected else []
     for r in failed:
         print(f"expected to pass: {r.name}: {r.outcome}: {r.reason}")
     bad = [r for r in results.values() if r.outcome in ("wrong", "crash")]
@@ -573,11 +632,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r.outcome}: {r.name}: {r.reason}")
     if args.write_status:
         command = "python -m tests.conformance.runner " + shlex.join(argv or sys.argv[1:])
-        STATUS.write_text(status_text(results, cases, args.path, command.strip()))
-        print(f"wrote {STATUS.relative_to(ROOT)}")
+        status = STATUS_FILES[args.path]
+        status.write_text(status_text(results, cases, args.path, command.strip(), device))
+        print(f"wrote {status.relative_to(ROOT)}")
     if args.update_expected:
-        names = write_expected(results)
-        print(f"wrote {EXPECTED.relative_to(ROOT)} ({len(names)} cases)")
+        assert expected is not None
+        names = write_expected(results, expected, args.path)
+        print(f"wrote {expected.relative_to(ROOT)} ({len(names)} cases)")
     return 1 if failed or bad else 0
 
 

@@ -3,21 +3,38 @@ pool of one worker process per core, inside one test (faster than a test per cas
 are collected once and the pool keeps every core busy even without pytest-xdist). It fails
 listing each case of expected_passes.txt that no longer passes (refused, wrong or crashed), and
 each wrong result or crash among all the cases. A case that starts passing fails nothing:
-`python -m tests.conformance.runner --update-expected` adds it to the list."""
+`python -m tests.conformance.runner --update-expected` adds it to the list.
+
+The GPU target (`--path opencl`, on PoCL where there is no GPU) is held to
+expected_passes_opencl.txt the same way. Every case takes 2.5-5 minutes there (PoCL compiles
+each case's program, about half a second each with a cold kernel cache), so the default run
+takes a representative subset (two cases per operator, and the casts to and from float32 of
+every element type: about 300 cases, 1.5-2.5 minutes); the whole list is a `slow` test, run
+by `pytest -m slow` (or with AOTC_SLOW=1)."""
 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import runner  # noqa: E402
+
+from targets.gpu.opencl_device import opencl_available  # noqa: E402
+
+needs_opencl = pytest.mark.skipif(not opencl_available(),
+                                  reason="no OpenCL device (apt-get install pocl-opencl-icd)")
+# cases the GPU subset always takes: every element type's conversions (the renderer's loads,
+# stores and casts of it), and an empty tensor (no launch)
+OPENCL_ALWAYS = r"^test_cast_(FLOAT_to_\w+|\w+_to_FLOAT)$|^test_shape_start_greater_than_end$"
 
 
 def test_node_tests_pass_as_expected() -> None:
@@ -82,3 +99,55 @@ def test_half_outputs_are_compared_at_their_own_precision() -> None:
         four_units = (want.astype(np.float32) * (1 + 4 * eps)).astype(dtype)
         assert runner.compare([one_unit], [want], rtol=1e-3, atol=1e-7) == ""
         assert runner.compare([four_units], [want], rtol=1e-3, atol=1e-7) != ""
+
+
+def _check_opencl(names: list[str] | None) -> None:
+    """Runs `names` (None: every case) on the opencl path; fails listing each case of
+    expected_passes_opencl.txt among them that no longer passes, and each wrong result or
+    crash."""
+    cases = runner.collect()
+    expected = runner.read_expected(runner.EXPECTED_FILES["opencl"])
+    assert len(expected) > 500, "expected_passes_opencl.txt is missing or was emptied"
+    chosen = cases if names is None else {n: cases[n] for n in names if n in cases}
+    results = runner.run_cases(chosen, "opencl")
+    problems = [f"expected to pass: {r.name}: {r.outcome}: {r.reason}"
+                for r in runner.regressions(results, expected)]
+    listed = set(expected)
+    problems += [f"{r.outcome}: {r.name}: {r.reason}" for r in results.values()
+                 if r.outcome in ("wrong", "crash") and r.name not in listed]
+    assert not problems, f"{len(problems)} node test case(s) on OpenCL:\n" + "\n".join(problems)
+
+
+def opencl_subset(cases: dict[str, object], expected: list[str]) -> list[str]:
+    """The default run's GPU cases: two expected passes per operator and OPENCL_ALWAYS's."""
+    always = [n for n in expected if re.search(OPENCL_ALWAYS, n)]
+    return sorted(set(runner.representative(expected, cases, 2)) | set(always))
+
+
+@pytest.mark.opencl
+@needs_opencl
+def test_node_tests_pass_on_opencl_subset() -> None:
+    cases = runner.collect()
+    subset = opencl_subset(cases, runner.read_expected(runner.EXPECTED_FILES["opencl"]))
+    assert len(subset) > 200
+    _check_opencl(subset)
+
+
+@pytest.mark.opencl
+@pytest.mark.slow
+@needs_opencl
+def test_node_tests_pass_on_opencl_all(request) -> None:
+    if "slow" not in (request.config.getoption("markexpr") or "") and \
+            not os.environ.get("AOTC_SLOW"):
+        pytest.skip("every node test on OpenCL takes minutes: pytest -m slow, or AOTC_SLOW=1")
+    _check_opencl(None)
+
+
+def test_representative_cases_span_each_operator() -> None:
+    cases = runner.collect("^test_(abs|acos|acosh|add|add_bcast|add_uint8)$")
+    names = sorted(cases)
+    assert runner.representative(names, cases, 2) == [
+        "test_abs", "test_acos", "test_acosh", "test_add", "test_add_uint8"]
+    assert runner.representative(names, cases, 3) == names
+    assert runner.refusal_group("node 'n' (Scan): control flow does not compile for the "
+                                "opencl target yet") == "not on this target yet"
