@@ -11,7 +11,7 @@ import onnx
 import onnx_ir as ir
 
 from aotc.errors import AotcError
-from aotc.package.program import Program
+from aotc.package.program import Program, RunTimeDim
 
 if TYPE_CHECKING:
     from aotc.frontend.dynamic import DynamicShapes
@@ -199,16 +199,11 @@ def compile_file(
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
     tgt = resolve_target(target, machine)
     dynamic = None
-    if isinstance(input_shapes, list):
-        from aotc.frontend.dynamic import parse_input_ranges
-
-        shapes, ranges = parse_input_ranges(input_shapes)
-        if ranges:
-            graph, dynamic = _rewrite_dynamic(model, shapes, ranges, disabled_passes,
-                                              run_stage, log)
-        input_shapes = shapes
-    if dynamic is None:
-        graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
+    shapes, ranges = _split_ranges(input_shapes)
+    if ranges:
+        graph, dynamic = _rewrite_dynamic(model, shapes, ranges, disabled_passes, run_stage, log)
+    else:
+        graph = rewrite_file(model, input_shapes=shapes, disabled_passes=disabled_passes,
                              run_stage=run_stage, log=log)
     nodes_after = len(list(graph.graph))
     program = run_stage("lower + codegen", lambda: compile_model(
@@ -217,33 +212,53 @@ def compile_file(
     return program, nodes_after
 
 
+def _split_ranges(input_shapes: list[str] | dict[str, tuple[int, ...]]
+                  ) -> tuple[dict[str, tuple[int, ...]], dict[tuple[str, int], tuple[int, int]]]:
+    """`--input-shape` values: the shapes at the bound and the ranges (aotc/frontend/dynamic.py;
+    a dict is a binding without ranges)."""
+    if not isinstance(input_shapes, list):
+        return dict(input_shapes), {}
+    from aotc.frontend.dynamic import parse_input_ranges
+
+    return parse_input_ranges(input_shapes)
+
+
 def _rewrite_dynamic(model: Path, shapes: dict[str, tuple[int, ...]],
                      ranges: dict[tuple[str, int], tuple[int, int]],
                      disabled_passes: list[str] | None, run_stage: StageRunner,
                      log: Callable[[str], None] | None) -> tuple[ir.Model, DynamicShapes]:
-    """Frontend and passes for a model with a run-time dimension: the graph at the bound and
-    which value axes follow the dimension (aotc/frontend/dynamic.py), found by comparing it
-    with the graph one shorter; refuses what cannot run it."""
+    """Frontend and passes for a model with a run-time dimension (`rewrite_at_lengths` on the
+    model file)."""
     from aotc.frontend import dynamic as dyn
     from aotc.frontend import load_model
-    from aotc.passes import run_passes
 
     dim = dyn.run_time_dim(ranges)
-
-    def load(n: int) -> ir.Model:
-        return load_model(model, dyn.at_length(shapes, ranges, n))
-
     try:
-        at_hi = run_stage("load + infer shapes", lambda: load(dim.hi))
-        at_lo = run_stage("load + infer shapes (bound - 1)", lambda: load(dim.hi - 1))
-        dyn.check_constants(at_hi, at_lo)
-        dyn.check_nodes(at_hi, dyn.follow_axes(at_hi, at_lo, dim), dim)
-        at_hi = run_stage("graph passes", lambda: run_passes(at_hi, disabled_passes or [], log))
-        at_lo = run_passes(at_lo, disabled_passes or [])
-        axes = dyn.follow_axes(at_hi, at_lo, dim)
+        return rewrite_at_lengths(
+            lambda n: load_model(model, dyn.at_length(shapes, ranges, n)), dim,
+            disabled_passes, run_stage, log)
     except AotcError as e:
         raise e if e.file is not None else AotcError(
             e.message, file=str(model), node=e.node, op=e.op, hint=e.hint) from None
+
+
+def rewrite_at_lengths(load: Callable[[int], ir.Model], dim: RunTimeDim,
+                       disabled_passes: list[str] | None, run_stage: StageRunner = _plain_stage,
+                       log: Callable[[str], None] | None = None
+                       ) -> tuple[ir.Model, DynamicShapes]:
+    """The graph at the bound after the passes and which value axes follow the dimension
+    (aotc/frontend/dynamic.py), found by comparing it with the graph one shorter (`load(n)`: the
+    frontend's model at length n); refuses what cannot run it."""
+    from aotc.frontend import dynamic as dyn
+    from aotc.passes import run_passes
+
+    at_hi = run_stage("load + infer shapes", lambda: load(dim.hi))
+    at_lo = run_stage("load + infer shapes (bound - 1)", lambda: load(dim.hi - 1))
+    dyn.check_constants(at_hi, at_lo)
+    dyn.check_nodes(at_hi, dyn.follow_axes(at_hi, at_lo, dim), dim)
+    at_hi = run_stage("graph passes", lambda: run_passes(at_hi, disabled_passes or [], log))
+    at_lo = run_passes(at_lo, disabled_passes or [])
+    axes = dyn.follow_axes(at_hi, at_lo, dim)
     return at_hi, dyn.DynamicShapes([dim], axes)
 
 
@@ -342,7 +357,7 @@ def emit_ort(
     from aotc.compiler import compile_model
     from aotc.frontend.irutil import all_graphs
     from aotc.ortlib.library import IslandBuild, build_library, library_files, library_name
-    from aotc.ortlib.partition import find_islands
+    from aotc.ortlib.partition import Island, find_islands
     from aotc.ortlib.rewrite import (
         fallback_data_name,
         island_model,
@@ -351,6 +366,7 @@ def emit_ort(
     )
     from aotc.package.output_folder import check_output_folder, write_folder
     from aotc.package.validate import check_name
+    from aotc.passes import run_passes
     from targets.cpu.target import CpuTarget
 
     check_name(name)
@@ -364,23 +380,42 @@ def emit_ort(
     if not tgt.runs_here():
         raise AotcError(f"--emit ort builds a library for this machine; target {tgt.name} "
                         "does not run here", hint="use --target cpu")
-    graph = rewrite_file(model, input_shapes=input_shapes, disabled_passes=disabled_passes,
-                         run_stage=run_stage, log=log, require_static=False)
-    # the islands are compiled from a serialized copy, which cannot find a relative external
-    # data file: read the weights in first (copies: the frontend may hold views of the file)
-    for g in all_graphs(graph.graph):
-        for v in g.initializers.values():
-            if isinstance(v.const_value, ir.ExternalTensor):
-                v.const_value = ir.Tensor(np.array(v.const_value.numpy()), name=v.name)
-    islands, left = find_islands(graph)
-    serialized = ir.serde.serialize_model(graph)
-    ops = []
-    for isl in islands:
-        op = island_op(name, isl)
-        sub = island_model(serialized, isl)
-        program = run_stage("lower + codegen", lambda sub=sub, op=op: compile_model(
-            sub, tgt, name=op, num_threads=threads, file=str(model), tuner=tuner))
-        ops.append(IslandBuild(op, program, [int(w.dtype) for w in isl.shared_weights]))
+    shapes, ranges = _split_ranges(input_shapes)
+
+    def read_weights_in(graph: ir.Model) -> ir.Model:
+        # the islands are compiled from a serialized copy, which cannot find a relative
+        # external data file: read the weights in first (copies: the frontend may hold views
+        # of the file)
+        for g in all_graphs(graph.graph):
+            for v in g.initializers.values():
+                if isinstance(v.const_value, ir.ExternalTensor):
+                    v.const_value = ir.Tensor(np.array(v.const_value.numpy()), name=v.name)
+        return graph
+
+    def compile_island(sub: ir.Model, isl: Island, dynamic: DynamicShapes | None) -> Program:
+        return run_stage("lower + codegen", lambda: compile_model(
+            sub, tgt, name=island_op(name, isl), num_threads=threads, file=str(model),
+            tuner=tuner, dynamic=dynamic))
+
+    if ranges:  # the model keeps the dimension, the islands are compiled for the bound
+        from aotc.ortlib import ranges as ranged
+
+        passes = disabled_passes or []
+        found = ranged.load_ranged(model, shapes, ranges)
+        read_weights_in(found.graph)
+        serialized, islands, left, programs = ranged.compile_islands(
+            model, found, compile_island,
+            lambda load, dim: rewrite_at_lengths(load, dim, passes, run_stage, log),
+            lambda graph: run_passes(graph, passes, log))
+    else:
+        graph = read_weights_in(rewrite_file(
+            model, input_shapes=shapes, disabled_passes=disabled_passes, run_stage=run_stage,
+            log=log, require_static=False))
+        islands, left = find_islands(graph)
+        serialized = ir.serde.serialize_model(graph)
+        programs = [compile_island(island_model(serialized, isl), isl, None) for isl in islands]
+    ops = [IslandBuild(island_op(name, isl), program, [int(w.dtype) for w in isl.shared_weights])
+           for isl, program in zip(islands, programs, strict=True)]
     rewritten, fallback_data = model_with_islands(serialized, islands, name)
 
     def fill(tmp: Path) -> None:

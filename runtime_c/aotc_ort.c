@@ -7,6 +7,13 @@
  * for outputs of the compiled shapes and runs the program. Runs of one kernel are serialised
  * (a context has one arena); onnxruntime may run two kernels at once.
  *
+ * An island compiled with a run-time dimension (aotc optimize --input-shape x=1,1..512) takes
+ * its length from the inputs' axes that follow it (each within the compiled range, the same in
+ * every input; the other axes as compiled), gives the outputs that length on their axes that
+ * follow it and runs the program at it (NAME_run_context_dims). Those axes are the first longer
+ * than 1 of their tensors, so onnxruntime's dense tensors are prefixes of the buffers the
+ * program was laid out for.
+ *
  * Threads, one pool for the whole session:
  *  - by default the islands' parallel loops run on onnxruntime's own intra-op pool
  *    (KernelContext_ParallelFor, onnxruntime >= 1.17): its size is the session's
@@ -228,27 +235,41 @@ static OrtStatus *create_kernel(const OrtCustomOp *op_, const OrtApi *api, const
     return NULL;
 }
 
-/* "[1, 3, 224, 224]" */
-static void format_shape(char *buf, size_t size, const int64_t *dims, size_t rank) {
+/* "[1, 3, 224, 224]"; with a run-time axis (axis >= 0), "[1, 1..512]" */
+static void format_shape(char *buf, size_t size, const int64_t *dims, size_t rank, int axis, int64_t lo) {
     size_t used = 0;
     size_t i;
     used += (size_t)snprintf(buf + used, size - used, "[");
-    for (i = 0; i < rank && used < size; ++i)
-        used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    for (i = 0; i < rank && used < size; ++i) {
+        if ((int)i == axis)
+            used += (size_t)snprintf(buf + used, size - used, "%s%lld..%lld", i ? ", " : "", (long long)lo,
+                                     (long long)dims[i]);
+        else
+            used += (size_t)snprintf(buf + used, size - used, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    }
     if (used < size) snprintf(buf + used, size - used, "]");
 }
 
-/* The data of input `i` after checking it against the compiled input; NULL and a status in
- * *err otherwise. */
-static const void *checked_input(const aotc_ort_kernel *k, OrtKernelContext *kc, int i, OrtStatus **err) {
+/* The axis of input (or output) i that follows the island's run-time dimension; -1: none. */
+static int dim_axis(const aotc_model_desc *desc, const int32_t *axes, int i) {
+    return desc->num_dims > 0 ? (int)axes[i] : -1;
+}
+
+/* The data of input `i` after checking it against the compiled input: its run-time axis (if any)
+ * within the island's range and equal to *length where another input gave it already (-1: none
+ * did; it is set here); NULL and a status in *err otherwise. */
+static const void *checked_input(const aotc_ort_kernel *k, OrtKernelContext *kc, int i, int64_t *length,
+                                 OrtStatus **err) {
     const OrtApi *api = k->op->library->api;
     const aotc_ort_island *island = k->op->island;
-    const aotc_tensor_desc *want = &island->describe()->inputs[i];
+    const aotc_model_desc *desc = island->describe();
+    const aotc_tensor_desc *want = &desc->inputs[i];
+    const int axis = dim_axis(desc, desc->input_dim_axes, i);
     const OrtValue *value = NULL;
     OrtTensorTypeAndShapeInfo *info = NULL;
     ONNXTensorElementDataType type = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
     int64_t dims[16];
-    size_t rank = 0;
+    size_t rank = 0, d;
     void *data = NULL;
     char msg[AOTC_ORT_MESSAGE], got[160], wanted[160];
     int ok;
@@ -274,12 +295,36 @@ static const void *checked_input(const aotc_ort_kernel *k, OrtKernelContext *kc,
         *err = fail(api, island->op_name, msg);
         return NULL;
     }
-    if (rank != (size_t)want->rank || memcmp(dims, want->shape, rank * sizeof(int64_t)) != 0) {
-        format_shape(got, sizeof got, dims, rank);
-        format_shape(wanted, sizeof wanted, want->shape, (size_t)want->rank);
+    ok = rank == (size_t)want->rank;
+    for (d = 0; ok && d < rank; ++d) ok = (int)d == axis || dims[d] == want->shape[d];
+    if (!ok) {
+        format_shape(got, sizeof got, dims, rank, -1, 0);
+        format_shape(wanted, sizeof wanted, want->shape, (size_t)want->rank, axis,
+                     axis >= 0 ? desc->dims_min[0] : 0);
         snprintf(msg, sizeof msg, "input %d ('%s') has shape %s, compiled for %s", i, want->name, got, wanted);
         *err = fail(api, island->op_name, msg);
         return NULL;
+    }
+    if (axis >= 0) {
+        const int64_t n = dims[axis];
+        if (n < desc->dims_min[0] || n > desc->dims_max[0]) {
+            snprintf(msg, sizeof msg,
+                     "input %d ('%s') has length %lld on axis %d, the run-time dimension, which was compiled "
+                     "for %lld to %lld",
+                     i, want->name, (long long)n, axis, (long long)desc->dims_min[0],
+                     (long long)desc->dims_max[0]);
+            *err = fail(api, island->op_name, msg);
+            return NULL;
+        }
+        if (*length >= 0 && n != *length) {
+            snprintf(msg, sizeof msg,
+                     "input %d ('%s') has length %lld on axis %d, the run-time dimension, where an input "
+                     "before it has %lld",
+                     i, want->name, (long long)n, axis, (long long)*length);
+            *err = fail(api, island->op_name, msg);
+            return NULL;
+        }
+        *length = n;
     }
     *err = api->GetTensorMutableData((OrtValue *)(uintptr_t)value, &data);
     return data;
@@ -291,14 +336,22 @@ static OrtStatus *compute(void *kernel_, OrtKernelContext *kc) {
     const aotc_ort_island *island = k->op->island;
     const aotc_model_desc *desc = island->describe();
     OrtStatus *err = NULL;
+    int64_t length = -1; /* the run-time dimension, from the inputs' shapes */
     int i, status;
     pthread_mutex_lock(&k->lock);
     for (i = 0; i < desc->num_inputs && err == NULL; ++i)
-        k->inputs[i] = checked_input(k, kc, i, &err);
+        k->inputs[i] = checked_input(k, kc, i, &length, &err);
+    if (desc->num_dims > 0 && length < 0) length = desc->dims_max[0]; /* (no input has it) */
     for (i = 0; i < desc->num_outputs && err == NULL; ++i) {
         const aotc_tensor_desc *o = &desc->outputs[i];
+        const int axis = dim_axis(desc, desc->output_dim_axes, i);
+        int64_t shape[16];
         OrtValue *value = NULL;
-        err = api->KernelContext_GetOutput(kc, (size_t)i, o->shape, (size_t)o->rank, &value);
+        if (axis >= 0 && o->rank <= 16) { /* dense at the length: a prefix of the compiled buffer */
+            memcpy(shape, o->shape, (size_t)o->rank * sizeof(int64_t));
+            shape[axis] = length;
+        }
+        err = api->KernelContext_GetOutput(kc, (size_t)i, axis >= 0 ? shape : o->shape, (size_t)o->rank, &value);
         if (err == NULL) err = api->GetTensorMutableData(value, &k->outputs[i]);
     }
     if (err == NULL) {
@@ -307,7 +360,8 @@ static OrtStatus *compute(void *kernel_, OrtKernelContext *kc) {
         run.library = k->op->library;
         run.kc = kc;
         if (k->on_ort_pool) aotc_context_set_outside((aotc_context *)k->ctx, on_ort_pool, &run);
-        status = island->run(k->ctx, k->inputs, k->outputs);
+        status = desc->num_dims > 0 ? island->run_dims(k->ctx, &length, k->inputs, k->outputs)
+                                    : island->run(k->ctx, k->inputs, k->outputs);
         if (k->on_ort_pool) aotc_context_set_outside((aotc_context *)k->ctx, NULL, NULL);
         if (run.err != NULL) {
             err = run.err; /* a loop did not run: whatever the status says */

@@ -16,6 +16,9 @@ typedef struct aotc_ort_island {
     int (*run)(void *ctx, const void *const *inputs, void *const *outputs);
     void (*destroy)(void *ctx);
     const char *(*status_message)(int status);
+    /* an island compiled with a run-time dimension (describe()->num_dims == 1): runs it at
+     * dims[0]; NULL for a static island */
+    int (*run_dims)(void *ctx, const int64_t *dims, const void *const *inputs, void *const *outputs);
 } aotc_ort_island;
 
 extern const aotc_ort_island aotc_ort_islands[];

@@ -240,18 +240,15 @@ def test_the_command_line_refuses_with_exit_2(tmp_path):
     assert result.exit_code == 2 and "lo <= hi" in result.output, result.output
 
 
-@pytest.mark.torch
-@pytest.mark.parametrize("dynamo", [False, True], ids=["ts", "dynamo"])
-def test_bert_export_runs_every_length(dynamo, tmp_path):
-    """A small BERT exported with a dynamic sequence axis by PyTorch's two exporters, compiled
-    once with bound 64, at lengths 1, 7 and 64 against onnxruntime (a padded tail in the mask)."""
+def export_bert(path: pathlib.Path, dynamo: bool, bound: int = 64) -> pathlib.Path:
+    """A small BERT (last hidden state) exported with a dynamic sequence axis by one of PyTorch's
+    two exporters; its inputs are input_ids and attention_mask."""
     transformers = pytest.importorskip("transformers")
     torch = pytest.importorskip("torch")
-    import onnxruntime as ort
 
     config = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
                                      num_attention_heads=4, intermediate_size=64,
-                                     max_position_embeddings=64, use_cache=False)
+                                     max_position_embeddings=bound, use_cache=False)
     torch.manual_seed(0)
 
     class LastHiddenState(torch.nn.Module):
@@ -263,14 +260,13 @@ def test_bert_export_runs_every_length(dynamo, tmp_path):
             return self.model(input_ids=input_ids,
                               attention_mask=attention_mask).last_hidden_state
 
-    path = tmp_path / "bert.onnx"
     ids, mask = torch.randint(0, 100, (1, 16)), torch.ones(1, 16, dtype=torch.int64)
     names = {"input_names": ["input_ids", "attention_mask"],
              "output_names": ["last_hidden_state"]}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if dynamo:
-            seq = torch.export.Dim("seq", min=1, max=64)
+            seq = torch.export.Dim("seq", min=1, max=bound)
             torch.onnx.export(LastHiddenState().eval(), (ids, mask), str(path), dynamo=True,
                               dynamic_shapes={"input_ids": {1: seq}, "attention_mask": {1: seq}},
                               **names)
@@ -278,13 +274,29 @@ def test_bert_export_runs_every_length(dynamo, tmp_path):
             torch.onnx.export(LastHiddenState().eval(), (ids, mask), str(path), dynamo=False,
                               dynamic_axes={"input_ids": {1: "seq"}, "attention_mask": {1: "seq"},
                                             "last_hidden_state": {1: "seq"}}, **names)
+    return path
+
+
+def bert_feed(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """export_bert's inputs at length n, the mask's last quarter padding."""
+    m = np.ones((1, n), np.int64)
+    m[0, n - n // 4:] = 0
+    return {"input_ids": rng.integers(0, 100, (1, n)).astype(np.int64), "attention_mask": m}
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dynamo", [False, True], ids=["ts", "dynamo"])
+def test_bert_export_runs_every_length(dynamo, tmp_path):
+    """A small BERT exported with a dynamic sequence axis by PyTorch's two exporters, compiled
+    once with bound 64, at lengths 1, 7 and 64 against onnxruntime (a padded tail in the mask)."""
+    import onnxruntime as ort
+
+    path = export_bert(tmp_path / "bert.onnx", dynamo)
     program, _ = compile_file(path, input_shapes=["input_ids=1,1..64", "attention_mask=1,1..64"])
     sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(3)
     for n in (1, 7, 64):
-        m = np.ones((1, n), np.int64)
-        m[0, n - n // 4:] = 0
-        feed = {"input_ids": rng.integers(0, 100, (1, n)).astype(np.int64), "attention_mask": m}
+        feed = bert_feed(n, rng)
         got = run_program(program, [feed[i.name] for i in program.inputs], n)
         for g, w in zip(got, sess.run(None, feed), strict=True):
             assert_close(g, w)

@@ -125,33 +125,41 @@ def _value_pairs(at_hi: ir.Model, at_lo: ir.Model) -> Iterator[tuple[ir.Value, i
         yield from zip(x.outputs, y.outputs, strict=True)
 
 
+def value_axes(va: ir.Value, vb: ir.Value, dim: RunTimeDim) -> tuple[int, ...]:
+    """The axes of a value (`va` at the bound, `vb` one shorter) that follow the dimension; an
+    AotcError naming its producer when it changes otherwise."""
+    sa, sb = _shape(va), _shape(vb)
+    name, op = _nodes(va.producer())
+    if len(sa) != len(sb):
+        raise AotcError(f"value '{va.name}' changes rank with the run-time dimension",
+                        node=name, op=op, hint=_HINT)
+    found = []
+    for i, (x, y) in enumerate(zip(sa, sb, strict=True)):
+        if x == y:
+            continue
+        if (x, y) != (dim.hi, dim.hi - 1):
+            raise AotcError(
+                f"value '{va.name}' has dimension {x} at length {dim.hi} and {y} at "
+                f"{dim.hi - 1}: aotc runs only dimensions equal to the run-time one "
+                "(not products or sums of it) for now", node=name, op=op, hint=_HINT)
+        found.append(i)
+    return tuple(found)
+
+
 def follow_axes(at_hi: ir.Model, at_lo: ir.Model, dim: RunTimeDim) -> dict[str, tuple[int, ...]]:
     """Per value name, the axes that follow the dimension (the same graph at hi and hi - 1)."""
     axes: dict[str, tuple[int, ...]] = {}
     for va, vb in _value_pairs(at_hi, at_lo):
-        sa, sb = _shape(va), _shape(vb)
-        name, op = _nodes(va.producer())
-        if len(sa) != len(sb):
-            raise AotcError(f"value '{va.name}' changes rank with the run-time dimension",
-                            node=name, op=op, hint=_HINT)
-        found = []
-        for i, (x, y) in enumerate(zip(sa, sb, strict=True)):
-            if x == y:
-                continue
-            if (x, y) != (dim.hi, dim.hi - 1):
-                raise AotcError(
-                    f"value '{va.name}' has dimension {x} at length {dim.hi} and {y} at "
-                    f"{dim.hi - 1}: aotc runs only dimensions equal to the run-time one "
-                    "(not products or sums of it) for now", node=name, op=op, hint=_HINT)
-            found.append(i)
+        found = value_axes(va, vb, dim)
         if found:
-            axes[va.name] = tuple(found)
+            axes[va.name] = found
     return axes
 
 
-def check_constants(at_hi: ir.Model, at_lo: ir.Model) -> None:
-    """Folded shape arithmetic: a constant that differs between the lengths is a prefix of itself
-    at the bound (computed over the dimension) or a shape only shape inputs read."""
+def constant_refusals(at_hi: ir.Model, at_lo: ir.Model) -> Iterator[tuple[ir.Node, str]]:
+    """Folded shape arithmetic that a node cannot read: a constant that differs between the
+    lengths must be a prefix of itself at the bound (computed over the dimension) or a shape
+    only shape inputs read; (node, why) for each node that reads one otherwise."""
     lo_inits = at_lo.graph.initializers
     for name, va in at_hi.graph.initializers.items():
         vb = lo_inits.get(name)
@@ -167,10 +175,15 @@ def check_constants(at_hi: ir.Model, at_lo: ir.Model) -> None:
         for use in va.uses():
             node = use.node
             if (node.op_type, use.idx) not in _SHAPE_INPUTS:
-                raise AotcError(
-                    f"constant '{name}' (shape arithmetic folded at the bound) holds the "
-                    f"run-time dimension's value, which node '{node.name}' ({node.op_type}) "
-                    "reads as data", node=node.name, op=node.op_type, hint=_HINT)
+                yield node, (f"constant '{name}' (shape arithmetic folded at the bound) holds "
+                             f"the run-time dimension's value, which node '{node.name}' "
+                             f"({node.op_type}) reads as data")
+
+
+def check_constants(at_hi: ir.Model, at_lo: ir.Model) -> None:
+    """Every constant that differs between the lengths is read as `constant_refusals` allows."""
+    for node, why in constant_refusals(at_hi, at_lo):
+        raise AotcError(why, node=node.name, op=node.op_type, hint=_HINT)
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int:
@@ -266,14 +279,21 @@ def _refuse_reason(node: ir.Node, axes: dict[str, tuple[int, ...]],
     return "this operator does not take a run-time dimension yet"
 
 
-def check_nodes(at_hi: ir.Model, axes: dict[str, tuple[int, ...]], dim: RunTimeDim) -> None:
-    """Every node that touches a value following the dimension can run it (one error per model,
-    naming the first node that cannot)."""
+def node_refusals(at_hi: ir.Model, axes: dict[str, tuple[int, ...]],
+                  dim: RunTimeDim) -> Iterator[tuple[ir.Node, str]]:
+    """(node, why) for every node that touches a value following the dimension and cannot run
+    it."""
     for node in at_hi.graph:
         touched = [v for v in (*node.inputs, *node.outputs) if v is not None and v.name in axes]
         if not touched:
             continue
         reason = _refuse_reason(node, axes, dim)
         if reason is not None:
-            raise AotcError(f"cannot take the run-time dimension: {reason}", node=node.name,
-                            op=node.op_type, hint=_HINT)
+            yield node, f"cannot take the run-time dimension: {reason}"
+
+
+def check_nodes(at_hi: ir.Model, axes: dict[str, tuple[int, ...]], dim: RunTimeDim) -> None:
+    """Every node that touches a value following the dimension can run it (one error per model,
+    naming the first node that cannot)."""
+    for node, why in node_refusals(at_hi, axes, dim):
+        raise AotcError(why, node=node.name, op=node.op_type, hint=_HINT)

@@ -67,15 +67,22 @@ def _island_table(name: str, ops: list[IslandBuild]) -> str:
             f"    return {n}_run_context(({n}_context *)ctx, in, out);",
             "}",
             f"static void {n}_destroy_any(void *ctx) {{ {n}_destroy(({n}_context *)ctx); }}",
+            *([f"static int {n}_run_dims_any(void *ctx, const int64_t *dims, "
+               "const void *const *in,",
+               "                             void *const *out) {",
+               f"    return {n}_run_context_dims(({n}_context *)ctx, dims, in, out);",
+               "}"] if prog.dims else []),
             "",
         ]
     lines.append(f"const aotc_ort_island aotc_ort_islands[{max(len(ops), 1)}] = {{")
     for op, prog, _ in ops:
         n = prog.name
+        run_dims = f"{n}_run_dims_any" if prog.dims else "0"
         lines.append(f'    {{"{op}", {n}_describe, {n}_input_types, {n}_output_types, '
-                     f"{n}_create_any, {n}_run_any, {n}_destroy_any, {n}_status_message}},")
+                     f"{n}_create_any, {n}_run_any, {n}_destroy_any, {n}_status_message, "
+                     f"{run_dims}}},")
     if not ops:
-        lines.append("    {0, 0, 0, 0, 0, 0, 0, 0},")
+        lines.append("    {0, 0, 0, 0, 0, 0, 0, 0, 0},")
     lines += ["};", f"const int aotc_ort_num_islands = {len(ops)};",
               f'const char aotc_ort_library_name[] = "{name}";', ""]
     return "\n".join(lines)

@@ -11,7 +11,7 @@ never keep two nodes apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import onnx_ir as ir
@@ -30,6 +30,10 @@ class Island:
     # weights that onnxruntime's own nodes (or the graph's outputs) read too: the island's node
     # takes these as inputs; the others it owns (see rewrite.py)
     shared_weights: list[ir.Value] = field(default_factory=list)
+    # nodes of `nodes` the island computes a copy of (find_islands' `copied`), and those of them
+    # that onnxruntime's own nodes read too, which stay in the graph
+    copied: list[ir.Node] = field(default_factory=list)
+    kept: list[ir.Node] = field(default_factory=list)
 
 
 @dataclass
@@ -49,8 +53,14 @@ PACKED_BY_ORT = frozenset({ir.DataType.INT4, ir.DataType.UINT4, ir.DataType.INT2
                            ir.DataType.UINT2, ir.DataType.FLOAT4E2M1})
 
 
-def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function]) -> str | None:
-    """Why aotc cannot compile `node` (None: it can)."""
+def _static(value: ir.Value) -> bool:
+    return static_dims(value.shape) is not None
+
+
+def why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function],
+            static: Callable[[ir.Value], bool] = _static) -> str | None:
+    """Why aotc cannot compile `node` (None: it can); `static(value)`: whether the value's
+    shape is static when the island is compiled (default: its shape here)."""
     bad = unsupported_nodes([node], functions)
     if bad:
         return f"operator {bad[0][1]} is not compiled by aotc"
@@ -62,7 +72,7 @@ def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Functio
         if v.dtype in PACKED_BY_ORT:
             return (f"value '{v.name}' has element type {v.dtype}, which onnxruntime packs "
                     "several to a byte (aotc keeps one a byte)")
-        if static_dims(v.shape) is None:
+        if not static(v):
             return f"value '{v.name}' has a shape known only at run time ({v.shape})"
     if any(a.type == ir.AttributeType.GRAPH or a.type == ir.AttributeType.GRAPHS
            for a in node.attributes.values()):
@@ -70,23 +80,39 @@ def _why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Functio
     return None
 
 
-def find_islands(model: ir.Model) -> tuple[list[Island], list[LeftOut]]:
+def find_islands(model: ir.Model, refuse: Callable[[ir.Node], str | None] | None = None,
+                 copied: Callable[[ir.Node], bool] | None = None
+                 ) -> tuple[list[Island], list[LeftOut]]:
     """The islands of `model` (its top-level graph, topologically sorted) and the nodes left to
-    onnxruntime with the reason."""
+    onnxruntime with the reason (`refuse(node)`: why a node cannot be compiled; default
+    `why_not`). A node for which `copied(node)` holds (shape arithmetic over a dimension left
+    to run time) belongs to no island: every island that reads it computes its own copy (the
+    chain back to the values it reads, which become the island's inputs), and it stays in the
+    graph for onnxruntime's nodes; it never keeps two nodes apart."""
     functions = model.functions
+    if refuse is None:
+        def refuse(node: ir.Node) -> str | None:
+            return why_not(node, functions)
     island_of: dict[ir.Node, int] = {}
     # islands that contain a node or one of its ancestors
     reach: dict[ir.Node, frozenset[int]] = {}
+    # a copied node: the producers of the values its chain reads
+    sources: dict[ir.Node, list[ir.Node]] = {}
     islands: list[Island] = []
     left: list[LeftOut] = []
     for node in model.graph:
-        producers = [v.producer() for v in node.inputs
-                     if v is not None and not is_weight(v) and v.producer() is not None]
+        direct = [v.producer() for v in node.inputs
+                  if v is not None and not is_weight(v) and v.producer() is not None]
+        producers = [q for p in direct for q in sources.get(p, [p])]
         above = frozenset().union(*(reach[p] for p in producers)) if producers else frozenset()
         if node.op_type == "Constant" and node.domain == "" and is_weight(node.outputs[0]):
             reach[node] = above
             continue
-        why = _why_not(node, functions)
+        if copied is not None and copied(node):
+            sources[node] = producers
+            reach[node] = above
+            continue
+        why = refuse(node)
         if why is not None:
             left.append(LeftOut(node.name or "<unnamed>", node.op_type, why))
             reach[node] = above
@@ -107,11 +133,32 @@ def find_islands(model: ir.Model) -> tuple[list[Island], list[LeftOut]]:
         islands[chosen].nodes.append(node)
         island_of[node] = chosen
         reach[node] = above | {chosen}
+    if sources:
+        _add_copies(model.graph, islands, sources)
     outputs = set(model.graph.outputs)
-    in_islands = set(island_of)
+    # nodes onnxruntime runs: those of no island, and the copies its own nodes read
+    by_onnxruntime = {n for n in model.graph if n not in island_of}
+    for node in reversed(list(model.graph)):
+        if node in sources and not any(
+                v in outputs or any(u in by_onnxruntime for u, _ in v.uses())
+                for v in node.outputs):
+            by_onnxruntime.discard(node)
+
+    # a copy: the islands and onnxruntime (-1) that run it
+    runs_copy: dict[ir.Node, set[int]] = {n: {-1} if n in by_onnxruntime else set()
+                                          for n in sources}
+    for isl in islands:
+        for n in isl.copied:
+            runs_copy[n].add(isl.index)
+        isl.kept = [n for n in isl.copied if n in by_onnxruntime]
 
     def read_by_onnxruntime(weight: ir.Value) -> bool:
-        return weight in outputs or any(user not in in_islands for user, _ in weight.uses())
+        return weight in outputs or any(user in by_onnxruntime for user, _ in weight.uses())
+
+    def read_outside(v: ir.Value, isl: Island, members: set[ir.Node]) -> bool:
+        return v in outputs or any(
+            runs_copy[user] - {isl.index} if user in runs_copy else user not in members
+            for user, _ in v.uses())
 
     for isl in islands:
         members = set(isl.nodes)
@@ -126,7 +173,27 @@ def find_islands(model: ir.Model) -> tuple[list[Island], list[LeftOut]]:
                 (isl.weights if is_weight(v) else isl.inputs).append(v)
                 if is_weight(v) and read_by_onnxruntime(v):
                     isl.shared_weights.append(v)
+            if node in sources:
+                continue  # (its readers outside compute their own copy)
             for v in node.outputs:
-                if v in outputs or any(user not in members for user, _ in v.uses()):
+                if read_outside(v, isl, members):
                     isl.outputs.append(v)
     return [i for i in islands if i.outputs], left
+
+
+def _add_copies(graph: ir.Graph, islands: list[Island],
+                sources: dict[ir.Node, list[ir.Node]]) -> None:
+    """Adds to each island the copied nodes its nodes read, transitively (`Island.copied`), its
+    nodes kept in the graph's order."""
+    order = {n: i for i, n in enumerate(graph)}
+    for isl in islands:
+        found: set[ir.Node] = set()
+        todo = list(isl.nodes)
+        while todo:
+            for v in todo.pop().inputs:
+                p = v.producer() if v is not None else None
+                if p in sources and p not in found:
+                    found.add(p)
+                    todo.append(p)
+        isl.copied = sorted(found, key=order.__getitem__)
+        isl.nodes = sorted([*isl.nodes, *isl.copied], key=order.__getitem__)

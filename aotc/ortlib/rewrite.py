@@ -81,7 +81,7 @@ def model_with_islands(serialized: onnx.ModelProto, islands: list[Island],
     and function, topologically sorted, and the contents of its fallback data file."""
     proto = onnx.ModelProto()
     proto.CopyFrom(serialized)
-    members = {n.name for isl in islands for n in isl.nodes}
+    members = {n.name for isl in islands for n in isl.nodes if n not in isl.kept}
     kept = [n for n in proto.graph.node if n.name not in members]
     functions = []
     for isl in islands:
