@@ -37,21 +37,30 @@ needs_opencl = pytest.mark.skipif(not opencl_available(),
 OPENCL_ALWAYS = r"^test_cast_(FLOAT_to_\w+|\w+_to_FLOAT)$|^test_shape_start_greater_than_end$"
 
 
-def test_node_tests_pass_as_expected() -> None:
+def check_path(path: str, names: list[str] | None = None) -> None:
+    """Runs `names` (None: every case) on `path`; fails listing each case of the path's
+    expected list among them that no longer passes (refused, wrong or crashed), and each wrong
+    result or crash among the others."""
     cases = runner.collect()
-    expected = runner.read_expected()
-    assert len(expected) > 500, "expected_passes.txt is missing or was emptied"
+    listing = runner.EXPECTED_FILES[path]
+    expected = runner.read_expected(listing)
+    assert len(expected) > 500, f"{listing.name} is missing or was emptied"
     vanished = [n for n in expected if n not in cases]
     if vanished:  # another onnx version: renamed or removed cases are not aotc's doing
         warnings.warn(f"{len(vanished)} expected passes are not node tests of onnx "
                       f"{runner.onnx.__version__}: {', '.join(vanished[:10])}", stacklevel=1)
-    results = runner.run_cases(cases, "inprocess")
+    chosen = cases if names is None else {n: cases[n] for n in names if n in cases}
+    results = runner.run_cases(chosen, path)
     problems = [f"expected to pass: {r.name}: {r.outcome}: {r.reason}"
                 for r in runner.regressions(results, expected)]
     listed = set(expected)
     problems += [f"{r.outcome}: {r.name}: {r.reason}" for r in results.values()
                  if r.outcome in ("wrong", "crash") and r.name not in listed]
-    assert not problems, f"{len(problems)} node test case(s):\n" + "\n".join(problems)
+    assert not problems, f"{len(problems)} node test case(s) ({path}):\n" + "\n".join(problems)
+
+
+def test_node_tests_pass_as_expected() -> None:
+    check_path("inprocess")
 
 
 def test_runner_names_the_case_that_killed_or_stalled_its_worker(monkeypatch) -> None:
@@ -101,23 +110,6 @@ def test_half_outputs_are_compared_at_their_own_precision() -> None:
         assert runner.compare([four_units], [want], rtol=1e-3, atol=1e-7) != ""
 
 
-def _check_opencl(names: list[str] | None) -> None:
-    """Runs `names` (None: every case) on the opencl path; fails listing each case of
-    expected_passes_opencl.txt among them that no longer passes, and each wrong result or
-    crash."""
-    cases = runner.collect()
-    expected = runner.read_expected(runner.EXPECTED_FILES["opencl"])
-    assert len(expected) > 500, "expected_passes_opencl.txt is missing or was emptied"
-    chosen = cases if names is None else {n: cases[n] for n in names if n in cases}
-    results = runner.run_cases(chosen, "opencl")
-    problems = [f"expected to pass: {r.name}: {r.outcome}: {r.reason}"
-                for r in runner.regressions(results, expected)]
-    listed = set(expected)
-    problems += [f"{r.outcome}: {r.name}: {r.reason}" for r in results.values()
-                 if r.outcome in ("wrong", "crash") and r.name not in listed]
-    assert not problems, f"{len(problems)} node test case(s) on OpenCL:\n" + "\n".join(problems)
-
-
 def opencl_subset(cases: dict[str, object], expected: list[str]) -> list[str]:
     """The default run's GPU cases: two expected passes per operator and OPENCL_ALWAYS's."""
     always = [n for n in expected if re.search(OPENCL_ALWAYS, n)]
@@ -130,7 +122,7 @@ def test_node_tests_pass_on_opencl_subset() -> None:
     cases = runner.collect()
     subset = opencl_subset(cases, runner.read_expected(runner.EXPECTED_FILES["opencl"]))
     assert len(subset) > 200
-    _check_opencl(subset)
+    check_path("opencl", subset)
 
 
 @pytest.mark.opencl
@@ -140,7 +132,7 @@ def test_node_tests_pass_on_opencl_all(request) -> None:
     if "slow" not in (request.config.getoption("markexpr") or "") and \
             not os.environ.get("AOTC_SLOW"):
         pytest.skip("every node test on OpenCL takes minutes: pytest -m slow, or AOTC_SLOW=1")
-    _check_opencl(None)
+    check_path("opencl")
 
 
 def test_representative_cases_span_each_operator() -> None:
