@@ -5,6 +5,7 @@ and numpy compute, through the whole compiler and on single kernels."""
 import ctypes
 import functools
 import itertools
+import math
 import pathlib
 import sys
 
@@ -772,6 +773,68 @@ def test_every_pixel_schedule(n, c, h, w, k, kh, kw, pads, stride, dilation, run
     ref = general_conv_ref(xv, wv, bv, pads, stride, dilation, 1)
     for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def _outer_kinds(kernel) -> list[str]:
+    """The kinds of the pixel loop (`pf`) of a pixel-mode kernel."""
+    found = []
+
+    def walk(st):
+        if isinstance(st, For):
+            if st.var.name == "pf":
+                found.append(st.kind)
+            walk(st.body)
+        elif isinstance(st, Seq):
+            for x in st.stmts:
+                walk(x)
+    for st in kernel.stages:
+        walk(st)
+    return found
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_small_convolutions_share_pixel_blocks_of_equal_rows(cores):
+    """A convolution whose multiply-adds take long enough at the core's FMA peak to be worth
+    sharing (cost_model.worth_parallel) runs its pixel blocks in parallel, sized so that each
+    thread gets the same rows: 16 -> 32 channels, 3x3/2 onto 8x8 (295K multiply-adds, 5 us on
+    a Zen 4 core) on two cores in blocks of 4 rows, not PIXELS_PER_BLOCK's 6 + 2 (which
+    left the second thread a third of the work); on one core serial, in blocks of 6. A 1x1
+    of 32K multiply-adds stays serial."""
+    zen4 = NAMED_TARGETS["zen4"]
+    target = zen4.with_machine(zen4.machine.with_cores(cores))
+    ins, out, wv = general_conv(1, 16, 16, 16, 32, 3, 3, (1, 1, 1, 1), stride=2)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], target)
+    assert space.parallel_threads() == cores
+    for blk in space.knobs[0].options:
+        cfg = {**space.default_config(), "b": "pixels", "block": blk, "kc": 144}
+        tiling = space.pixel_tiling(cfg)
+        items = math.ceil(32 / space.block(cfg).nr)
+        if tiling.g == 1:  # blocks of whole rows
+            assert tiling.groups == 8
+            if cores == 2:
+                assert 8 % tiling.gb == 0 and items * tiling.blocks % 2 == 0, blk
+            else:
+                assert tiling.gb == min(8, math.ceil(48 / 8)), blk
+        kinds = _outer_kinds(space.build(cfg).kernel)
+        assert kinds == ["parallel" if cores == 2 and items * tiling.blocks > 1 else "serial"]
+    ins, out, wv = general_conv(1, 16, 8, 8, 32, 1, 1)
+    assert GemmTemplate.match(ins, [out], [None, wv, None], target).parallel_threads() == 1
+
+
+def test_balanced_pixel_blocks_compute_the_convolution(run_target):
+    """Pixel blocks balanced over two threads (a 14-row and a 9-row image, rows of 7 pixels
+    spanning tiles) give the reference's values, through a parallel loop split unevenly."""
+    target = run_target.with_machine(run_target.machine.with_cores(2))
+    for h, w, stride in ((14, 14, 1), (17, 15, 2)):
+        ins, out, wv = general_conv(1, 24, h, w, 40, 3, 3, (1, 1, 1, 1), stride=stride)
+        space = GemmTemplate.match(ins, [out], [None, wv, None], target)
+        assert space.parallel_threads() == 2
+        configs = [{**space.default_config(), "b": "pixels", "block": blk, "kc": kc}
+                   for blk in space.knobs[0].options[:3] for kc in (32, 216)]
+        xv, bv = rand(1, 24, h, w), rand(40)
+        ref = general_conv_ref(xv, wv, bv, (1, 1, 1, 1), stride, 1, 1)
+        for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
 
 
 def _calls(stmt):

@@ -54,6 +54,12 @@ def stage_seconds(kernel: Kernel, machine: Machine) -> list[float]:
     return [_Estimator(machine).stmt(st, []) / machine.hz for st in kernel.stages]
 
 
+def worth_parallel(one_core: float, cores: int) -> bool:
+    """Whether work that takes `one_core` seconds on one core gains from being shared among
+    `cores` threads: the time the other cores take off it exceeds PARALLEL_OVERHEAD_S."""
+    return cores > 1 and one_core * (1 - 1 / cores) > PARALLEL_OVERHEAD_S
+
+
 def threaded_seconds(kernel: Kernel, one_core: list[float], threads: int) -> float:
     """Run time on `threads` cores from the one-core time of each stage: the outermost parallel
     loop's iterations are shared in equal chunks, plus the cost of starting the loop."""

@@ -32,11 +32,10 @@ from lowering.loop_ir import (
 from lowering.lower import _Converter, lower_stage
 from lowering.search.space import BuiltKernel, Config
 from lowering.templates.gemm.conv_modes import ConvModes, zero_pixels
-from lowering.templates.gemm.cost import PARALLEL_MIN_MACS, accumulates_line_pitched
+from lowering.templates.gemm.cost import accumulates_line_pitched
 from lowering.templates.gemm.pattern import (
     FusedEpilogue,
     Group,
-    PixelTiling,
     i64,
     replace_loads,
     round_up,
@@ -208,7 +207,7 @@ class _Builder(ConvModes):
         self.win = s.window if self.b_mode == "window" else None
         if self.b_mode == "pixels":
             assert self.pw is not None
-            self.tiling = PixelTiling.of(self.pw, blk.mr)
+            self.tiling = s.pixel_tiling(self.cfg)
             if self.kc < K:  # partial tiles between calls
                 items = nb * self.ct * self.tiling.blocks
                 self.part = self._add("float32", (items * self.tiling.gb * self.tiling.tpr,
@@ -370,11 +369,10 @@ class _Builder(ConvModes):
 
     def _main(self) -> list[Stmt]:
         p, blk = self.p, self.blk
-        M, N, K = p.m.size, p.n.size, p.k.size
+        M, K = p.m.size, p.k.size
         nb = p.batch.size
         par = str(self.cfg["parallel"])
-        macs = nb * M * N * K
-        outer_kind = "parallel" if macs >= PARALLEL_MIN_MACS else "serial"
+        outer_kind = "parallel" if self.s.parallel_threads() > 1 else "serial"
         bflat = te.Var("bf")
         bvars = p.batch.unflatten(bflat)
         io, jo, kb = te.Var("io"), te.Var("jo"), te.Var("kb")

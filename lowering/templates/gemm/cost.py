@@ -9,10 +9,12 @@ import math
 
 from lowering.intrinsics import GemmBlock
 from lowering.machine import Machine
+from lowering.search.cost_model import worth_parallel
 from lowering.search.space import Config
 from lowering.templates.gemm.pattern import PixelTiling
 
-# Parallel loops below this many multiply-adds cost more than they save.
+# Parallel loops below this many multiply-adds cost more than they save (the integer template;
+# float GEMMs and convolutions decide from their time: GemmCost.parallel_threads).
 PARALLEL_MIN_MACS = 1 << 21
 KC_OPTIONS = (128, 256, 512)
 # Cost model. The machine's clock, FMA units, caches and bandwidths come from the target's
@@ -231,7 +233,7 @@ class GemmCost:
         p, blk, w = self.pat, self.block(config), self.pixel_window(config)
         m, line = self.machine, self.line_floats
         M, K, B = p.m.size, p.k.size, p.batch.size
-        tiling = PixelTiling.of(w, blk.mr)
+        tiling = self.pixel_tiling(config)
         tiles = tiling.tiles
         nt = math.ceil(M / blk.nr)
         # whole tiles of m_full rows (all MR but in images of short rows), short ones of `tail`
@@ -279,13 +281,29 @@ class GemmCost:
         if config["parallel"] == "blocked":
             nt = math.ceil(n / blk.nr)
             tiles = p.batch.size * math.ceil(nt / self.blocking(blk, int(config["kc"]))[1])
-        if config["b"] == "pixels":  # the parallel loop runs over channel tiles x blocks
-            tiles = p.batch.size * math.ceil(p.m.size / blk.nr) * PixelTiling.of(
-                self.pixel_window(config), blk.mr).blocks
-        threads = self.machine.cores
-        if 2 * p.batch.size * p.m.size * p.n.size * p.k.size < 2 * PARALLEL_MIN_MACS:
-            threads = 1
+        threads = self.parallel_threads()
+        if config["b"] == "pixels":  # the busiest thread's share of the blocks' rows
+            tiling = self.pixel_tiling(config)
+            items = p.batch.size * math.ceil(p.m.size / blk.nr)
+            return t * math.ceil(items * tiling.blocks / threads) * tiling.gb / (
+                items * tiling.groups)
         return t * math.ceil(tiles / threads) / tiles
+
+    def parallel_threads(self) -> int:
+        """The threads the kernel's parallel loop is shared by: the machine's cores, or one
+        when its multiply-adds at one core's FMA peak are too little work to share
+        (cost_model.worth_parallel)."""
+        p, m = self.pat, self.machine
+        macs = p.batch.size * p.m.size * p.n.size * p.k.size
+        return m.cores if worth_parallel(macs / (m.hz * m.fma_per_cycle * m.lanes_f32),
+                                         m.cores) else 1
+
+    def pixel_tiling(self, config: Config) -> PixelTiling:
+        """Pixel mode's tiling of the output rows for `config`, its blocks balanced over the
+        threads of the parallel loop."""
+        p, blk = self.pat, self.block(config)
+        return PixelTiling.of(self.pixel_window(config), blk.mr, self.parallel_threads(),
+                              p.batch.size * math.ceil(p.m.size / blk.nr))
 
 
 def _fma_rate(blk: GemmBlock, m: Machine, measured: float | None) -> float:
