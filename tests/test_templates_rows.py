@@ -568,6 +568,27 @@ def test_narrow_strided_pool_splits_its_planes_by_phase():
     assert "<16 x float>" in ir and "gather" not in ir
 
 
+@pytest.mark.parametrize("cores,planes,kind", [(2, 16, "parallel"), (1, 16, "serial"),
+                                               (2, 2, "serial")])
+def test_narrow_pools_share_their_planes_from_a_time_worth_it(cores, planes, kind):
+    """A narrow pool's loop over chunks of planes runs in parallel when its estimated time
+    (maxima counted at MAX_CYCLES each) is worth sharing among the machine's cores
+    (cost_model.worth_parallel), though its taps are fewer than PARALLEL_MIN_WORK: a 3x3/2
+    max pool of 16 32x32 planes (4096 outputs, ~5 us on a Zen 4 core) on two cores; on one
+    core, or with two planes (one chunk), serial."""
+    from targets.cpu.target import NAMED_TARGETS
+
+    zen4 = NAMED_TARGETS["zen4"]
+    target = zen4.with_machine(zen4.machine.with_cores(cores))
+    shape, attrs = (1, planes, 32, 32), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                             strides=[2, 2])
+    phs, outs = lowered("MaxPool", [rand(*shape)], attrs, [_pool_out(shape, attrs)])
+    space = select.space_for(phs, outs, [None], target)
+    assert space.default_config()["plane"] == "split"
+    (chunk,) = space.build(space.default_config(), "k").kernel.stages
+    assert chunk.kind == kind
+
+
 @pytest.mark.parametrize("hw,pad,form", [(7, 1, "masked"), (14, 1, "masked"),
                                          (28, 1, "padded")])
 def test_depthwise_plane_forms_with_a_fused_residual_against_onnxruntime(hw, pad, form):

@@ -39,7 +39,7 @@ from lowering.default_schedule import PARALLEL_MIN_WORK
 from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Seq, Stmt, Store
 from lowering.lower import combine, flat_index, stages_of
 from lowering.machine import Target
-from lowering.search.cost_model import arithmetic_cost
+from lowering.search.cost_model import arithmetic_cost, worth_parallel
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 I64 = "int64"
@@ -52,6 +52,11 @@ MAX_RUNS = 8
 POOL_MIN_WIDTH = 48
 # cycles of loop overhead per loop over a run of outputs (set-up, remainder, scalar borders)
 PIECE_CYCLES = 20
+# the forms of pools narrower than POOL_MIN_WIDTH (_narrow_pool_form)
+NARROW_FORMS = ("row_vectors", "split")
+# cycles per vector of a NaN-aware maximum (te's max: llvm.maximumnum, six instructions on
+# AVX-512; the narrow pools' cost)
+MAX_CYCLES = 3
 # planes per parallel iteration of the padded-plane form (they share one scratch slot)
 PLANES_PER_CHUNK = 8
 # planes up to this many outputs may run as one masked vector loop (LLVM unrolls it fully, so
@@ -357,8 +362,12 @@ class DepthwiseSpace(ScheduleSpace):
         return {**config, "rows": 2} if config.get("plane") == "split" else config
 
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
-        b = _Builder(self, int(config["rows"]), name)  # type: ignore[call-overload]
         form = config.get("plane", "rows")
+        # the narrow pools' forms (whose cost counts their maxima) run in parallel from a time
+        # worth sharing; the others from PARALLEL_MIN_WORK taps
+        dear = form in NARROW_FORMS and worth_parallel(self.cost(config),
+                                                       self.target.machine.cores)
+        b = _Builder(self, int(config["rows"]), name, dear)  # type: ignore[call-overload]
         return BuiltKernel(b.padded_kernel() if form == "padded" else
                            b.masked_kernel() if form == "masked" else
                            b.row_vectors_kernel() if form == "row_vectors" else
@@ -379,15 +388,18 @@ class DepthwiseSpace(ScheduleSpace):
         if config.get("plane") == "masked":  # a load, a select and an FMA per tap and vector
             vectors = math.ceil(pat.h.out * pat.w.out / lanes)
             return planes * (vectors * taps * 1.5 + PIECE_CYCLES) / m.hz
-        if config.get("plane") == "row_vectors":  # the same per row of whole vectors
+        # the narrow pools' forms: a load and a combine per tap and vector, a NaN-aware
+        # maximum being MAX_CYCLES (llvm.maximumnum's sign and NaN fix-ups around the max)
+        per_tap = 1 + (MAX_CYCLES if pat.combiner == "max" else 1)
+        if config.get("plane") == "row_vectors":  # per row of whole vectors
             vectors = pat.h.out * math.ceil(pat.w.out / lanes)
-            return planes * (vectors * taps * 1.5 + pat.h.out * PIECE_CYCLES) / m.hz
+            return planes * (vectors * taps * per_tap + pat.h.out * PIECE_CYCLES) / m.hz
         if config.get("plane") == "split":  # fill, copy, window, copy out
             (_, _, hq), (_, _, wq) = _split_axis(pat.h, pat.x.shape[2]), \
                 _split_axis(pat.w, pat.x.shape[3])
             virtual = (pat.h.out - 1) * wq + pat.w.out
             per_plane = (pat.h.stride * pat.w.stride * hq * wq + pat.x.shape[2] * pat.x.shape[3]
-                         ) / lanes + math.ceil(virtual / lanes) * taps * 1.5 \
+                         ) / lanes + math.ceil(virtual / lanes) * taps * per_tap \
                 + pat.h.out * (math.ceil(pat.w.out / lanes) + PIECE_CYCLES) + 3 * PIECE_CYCLES
             return planes * per_plane / m.hz
         if config.get("plane") == "padded":
@@ -406,10 +418,11 @@ class DepthwiseSpace(ScheduleSpace):
 
 
 class _Builder:
-    def __init__(self, space: DepthwiseSpace, rows: int, name: str) -> None:
+    def __init__(self, space: DepthwiseSpace, rows: int, name: str, dear: bool = False) -> None:
         self.pat = space.pat
         self.rows = rows
         self.name = name
+        self.dear = dear  # enough estimated time to share among the cores (worth_parallel)
         self.plane_epilogue = _plane_epilogue(space.pat)
         self.masked_tail = space.target.masked_vectors
         self.buffers: list[Buffer] = []
@@ -437,10 +450,13 @@ class _Builder:
                       [For(plane, _c(nb * kb), self._loop_kind(nb * kb), body)])
 
     def _loop_kind(self, iterations: int) -> str:
-        """The outer loop's kind: parallel over at least two iterations of enough work."""
+        """The outer loop's kind: parallel over at least two iterations of enough work (taps
+        over the outputs, or an estimated time worth sharing: a 3x3 max pool of 4096 outputs
+        is a few microseconds, the maxima being several instructions each)."""
         pat = self.pat
         work = math.prod(pat.conv.shape) * pat.h.taps * pat.w.taps
-        return "parallel" if iterations >= 2 and work >= PARALLEL_MIN_WORK else "serial"
+        enough = work >= PARALLEL_MIN_WORK or self.dear
+        return "parallel" if iterations >= 2 and enough else "serial"
 
     def _identity(self) -> te.Const:
         """The combiner's identity: what a tap outside the input contributes."""
