@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from aotc.errors import AotcError
 from lowering import te
+from lowering.gpu_recurrent import GpuRecurrentSpace
 from lowering.machine import GpuMachine, Target
 from lowering.recurrence import recurrence_of
 from lowering.search.default_space import DefaultSpace
@@ -32,10 +32,9 @@ def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
     sizes (`runs_to_dims`), else the default schedule without knobs (nothing to tune: its
     loops already run to the dimension)."""
     if isinstance(target.machine, GpuMachine):  # GPU templates come with their spaces
-        if recurrence_of(list(outputs)) is not None:  # only the CPU's template lowers one
-            raise AotcError(f"a recurrence (LSTM, GRU, RNN) does not compile for the "
-                            f"{getattr(target, 'name', 'GPU')} target yet",
-                            hint="compile for a CPU target (--target cpu)")
+        rec = recurrence_of(list(outputs))
+        if rec is not None:
+            return GpuRecurrentSpace(inputs, outputs, consts, target, rec)
         return GpuDefaultSpace(inputs, outputs, consts, target)
     dynamic = any(isinstance(d, te.DynExtent) for t in [*inputs, *outputs] for d in t.shape)
     for template in TEMPLATES:
