@@ -8,6 +8,7 @@ Run from the repository root:
     python -m tests.conformance.runner --path c     # the full C path (~4 min on 2 cores; not in CI)
     python -m tests.conformance.runner --path opencl --write-status --update-expected
                                                     # the GPU target on an OpenCL device (PoCL)
+    python -m tests.conformance.runner --path cuda --write-status   # CUDA's kernels, ~25 min
 
 Each case's graph inputs are bound to the shapes of its input arrays (inputs whose declared
 shape is already static are left alone), and the model goes through one of three paths:
@@ -18,7 +19,10 @@ shape is already static are left alone), and the model goes through one of three
 - `opencl`: frontend and passes as in-process, compiled for `gpu_target("opencl")`, the
   Program run on the first OpenCL device (PoCL on a machine without a GPU) through pyopencl
   (`targets/gpu/opencl_program.py`). A case the GPU target does not take yet (control flow,
-  an element type its renderer lacks) is refused like any other.
+  an element type its renderer lacks) is refused like any other;
+- `cuda`: compiled for `gpu_target("cuda")` (PTX by nvcc, checked by ptxas: nvcc must be
+  installed) and its kernels run in their OpenCL form (`GpuModule.in_dialect`) on the OpenCL
+  device, as above (~10 s a case for nvcc; not in the tests).
 Outcomes: `pass` (every output's shape and dtype as expected, values within the case's
 rtol/atol as onnx's backend runner compares them: `np.testing.assert_allclose`, NaN positions
 equal; integers, bools and strings exactly), `refused` (an `AotcError`: its message's first
@@ -71,16 +75,17 @@ STATUS = HERE / "STATUS.md"
 EXPECTED = HERE / "expected_passes.txt"
 # The GPU path's own status and list (its passes are a subset of the in-process ones: what
 # the GPU target refuses is listed there, by reason)
-STATUS_FILES = {"inprocess": STATUS, "c": STATUS, "opencl": HERE / "STATUS_opencl.md"}
+STATUS_FILES = {"inprocess": STATUS, "c": STATUS, "opencl": HERE / "STATUS_opencl.md",
+                "cuda": HERE / "STATUS_cuda.md"}
 EXPECTED_FILES = {"inprocess": EXPECTED, "opencl": HERE / "expected_passes_opencl.txt"}
 OUTCOMES = ("pass", "refused", "wrong", "crash")
-PATHS = ("inprocess", "c", "opencl")
+PATHS = ("inprocess", "c", "opencl", "cuda")
 # Seconds a case may take (compile + run) before it counts as a crash (a hang).
-TIME_LIMITS = {"inprocess": 120.0, "c": 600.0, "opencl": 300.0}
+TIME_LIMITS = {"inprocess": 120.0, "c": 600.0, "opencl": 300.0, "cuda": 300.0}
 # Paths whose workers are spawned, not forked: an OpenCL platform (PoCL's threads) does not
 # survive a fork, and the process that starts the pool may hold one (pytest's, after the GPU
 # tests); a spawned worker collects the cases again (a few seconds).
-SPAWNED = ("opencl",)
+SPAWNED = ("opencl", "cuda")
 
 
 @dataclass
@@ -261,7 +266,11 @@ def _run_c(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, 
         return _order_outputs(loaded.outputs, case.model, loaded.run(arrays)), ""
 
 
-def _run_opencl(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, str]:
+def _run_gpu(case, inputs: list, target: str) -> tuple[list[np.ndarray] | None, str]:
+    """The case compiled for the GPU target `target`, its kernels run in their OpenCL form
+    (a CUDA module with the OpenCL prelude) on the OpenCL device."""
+    from dataclasses import replace
+
     from program_runner import load_graph
 
     from aotc.compiler import compile_model
@@ -269,15 +278,26 @@ def _run_opencl(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | N
     from targets.gpu.target import gpu_target
 
     graph = load_graph(case.model, input_shapes(case.model, inputs))
-    program = compile_model(graph, gpu_target("opencl"))
+    program = compile_model(graph, gpu_target(target))
+    assert program.gpu is not None
+    if program.gpu.dialect != "opencl":
+        program = replace(program, gpu=program.gpu.in_dialect("opencl"))
     arrays, problem = _bind_arrays(program.inputs, case.model, inputs)
     if problem:
         return None, problem
     return _order_outputs(program.outputs, case.model, run_program(program, arrays)), ""
 
 
+def _run_opencl(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, str]:
+    return _run_gpu(case, inputs, "opencl")
+
+
+def _run_cuda(case, inputs: list, workdir: Path) -> tuple[list[np.ndarray] | None, str]:
+    return _run_gpu(case, inputs, "cuda")
+
+
 RUNNERS: dict[str, Callable] = {"inprocess": _run_inprocess, "c": _run_c,
-                                "opencl": _run_opencl}
+                                "opencl": _run_opencl, "cuda": _run_cuda}
 
 
 # Cases whose expected outputs carry the reference's float32 rounding noise where the exact
@@ -603,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"({', '.join(EXPECTED_FILES)})")
 
     device = ""
-    if args.path == "opencl":
+    if args.path in SPAWNED:
         from targets.gpu.opencl_device import device_name, opencl_available
 
         if not opencl_available():
