@@ -154,21 +154,22 @@ def render_gpu_header(program: Program) -> str:
                "compiled by the driver", " * when a context is created); link -lcuda."])
     contract = [
         " * Every function returns AOTC_OK (0) or an AOTC_ERR_* status (aotc_api.h); none aborts. A",
-        " * failed create writes its message to aotc_gpu_options.error, a failed run leaves its in",
-        f" * {n}_context_error. Thread safety: one context per thread; different contexts may run at",
-        " * the same time. The library has no global mutable state.",
+        " * failed create writes its message to aotc_gpu_options.error, a failed run leaves its",
+        f" * message in {n}_context_error. Thread safety: one context per thread; different contexts",
+        " * may run at the same time. The library has no global mutable state.",
     ]
     default = ("the first GPU, else the first device" if opencl else "device 0")
     api = [
         "/* A model instance on a device: its kernels, weights and buffers; use from one thread at a time. */",
         f"typedef struct {n}_context {n}_context;",
         "",
-        f"/* Creates a context on the device ${env} names (else {default}; the",
-        " * choices: aotc_gpu_options.device in aotc_api.h): "
-        + ("builds the kernels, " if opencl else "loads the kernels, "),
+        f"/* Creates a context on the device ${env} names (else {default};",
+        " * the choices: aotc_gpu_options.device in aotc_api.h): "
+        + ("builds the kernels and" if opencl else "loads the kernels and"),
         " * allocates the device's memory once (the weights, copied once, the intermediate values,",
         " * the inputs and outputs). num_threads must be >= 0 and is unused (the device runs the",
-        f" * kernels, the calling thread the rest). The caller owns *out_ctx and frees it with {n}_destroy. */",
+        " * kernels, the calling thread the rest). The caller owns *out_ctx and frees it with",
+        f" * {n}_destroy. */",
         f"int {n}_create({n}_context **out_ctx, int num_threads);",
         "",
         f"/* {n}_create with options: the device, "
