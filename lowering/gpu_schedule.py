@@ -14,17 +14,27 @@ weights ignore the pixels, its input the output channels) gives each thread a ro
 tile of those two axes, innermost under the reduce loops: every value a thread loads is used
 rows or cols times from registers (the renderer keeps the tile's partial results in a
 register array, targets/gpu/render.py). This is TVM's Mali schedule (tiles in registers, no
-local-memory staging), which suits a GPU whose local memory is ordinary memory; staged tiles
-are a later template. `tile_axes` finds the two axes from the stage's loads alone.
+local-memory staging), which suits a GPU whose local memory is ordinary memory. `tile_axes`
+finds the two axes from the stage's loads alone.
+
+Staged tiles (`stage_tiles`, where the machine has local memory): a block's threads form a
+2-D grid over the two tile axes, so a block computes a rectangle of (threads x register tile)
+outputs; the reduction is split into chunks, and per chunk the block's threads copy the slices
+of the operands the rectangle reads into local memory together (`Schedule.stage`, barriers on
+either side), then each computes its register tile from the copies. An operand is then read
+from device memory once per block instead of once per thread.
 
 Decided from the stage's loops and the target's `GpuMachine`, never from operator names.
 """
 
 from __future__ import annotations
 
+import math
+
 from lowering import te
 from lowering.default_schedule import SHORT_LOOP
 from lowering.machine import GpuMachine
+from lowering.regions import infer_region
 from lowering.schedule import Loop, Schedule, ScheduleError, StageSchedule
 
 Tile = tuple[int, int]
@@ -127,3 +137,111 @@ def split_reduction(sched: Schedule, t: te.Tensor, partials: int) -> te.Tensor:
         fused = s.fuse(fused, lp)
     _, lanes = s.split(fused, partials)
     return sched.rfactor(t, lanes)
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def block_shape(tensor: te.Tensor, tile: Tile, threads: int) -> tuple[int, int]:
+    """Threads (along rows, along cols) of a staged block over `tensor`'s tile axes: about
+    square (the most reuse of both operands' copies for the threads), no longer along an
+    axis than its register tiles need, at most `threads` in all."""
+    axes = tile_axes(tensor)
+    assert axes is not None
+    row_tiles = math.ceil(tensor.shape[axes[0]] / tile[0])
+    col_tiles = math.ceil(tensor.shape[axes[1]] / tile[1])
+    tx = min(_pow2_at_least(math.isqrt(max(1, threads - 1)) + 1), _pow2_at_least(col_tiles))
+    tx = min(tx, threads)
+    ty = min(max(1, threads // tx), _pow2_at_least(row_tiles))
+    tx = min(max(1, threads // ty), _pow2_at_least(col_tiles))
+    return ty, tx
+
+
+def staged_loads(tensor: te.Tensor) -> list[te.Load]:
+    """The loads of a register-tiled reduction worth staging: each of a tensor read once by
+    the reduction's body (not by its initial value), moving with the reduction's first axis
+    (new values every chunk) and ignoring one of the tile axes (shared by a row or column of
+    the block's threads)."""
+    axes = tile_axes(tensor)
+    op = tensor.op
+    if axes is None or op is None or not isinstance(op.body, te.Reduce):
+        return []
+    body = op.body
+    loads = te.loads_in(body.body)
+    in_init = {id(t) for t in te.tensors_read(body.init)}
+    first = body.axes[0].var
+    out = []
+    for ld in loads:
+        if sum(x.tensor is ld.tensor for x in loads) != 1 or id(ld.tensor) in in_init:
+            continue
+        if any(te.loads_in(ix) for ix in ld.indices):
+            continue  # an indirect read: its box is not known before it runs
+        if not any(te.mentions(ix, first) for ix in ld.indices):
+            continue
+        if any(not any(te.mentions(ix, op.axes[pos].var) for ix in ld.indices) for pos in axes):
+            out.append(ld)
+    return out
+
+
+def staged_bytes(tensor: te.Tensor, tile: Tile, block: tuple[int, int], chunk: int) -> int:
+    """Local memory a staged block of `block` threads with `tile` register tiles and chunks
+    of `chunk` reduction steps holds: the box of each staged operand that the block tile
+    reads in one chunk (the same bound inference the lowering does)."""
+    op = tensor.op
+    axes = tile_axes(tensor)
+    assert op is not None and isinstance(op.body, te.Reduce) and axes is not None
+    sweep: dict[te.Var, te.Expr] = {}
+    inner: dict[te.Var, int] = {}
+    for pos, n, span in zip(axes, tile, block, strict=True):
+        v = te.Var(f"sweep{pos}")
+        sweep[op.axes[pos].var] = v
+        inner[v] = min(n * span, op.axes[pos].extent)
+    for i, ax in enumerate(op.body.axes):
+        inner[ax.var] = min(chunk, ax.extent) if i == 0 else ax.extent
+    total = 0
+    for ld in staged_loads(tensor):
+        region = infer_region([[te.substitute(ix, sweep) for ix in ld.indices]],
+                              ld.tensor.shape, inner, {})
+        total += math.prod(region.extent) * max(1, te.ITEMSIZE.get(ld.tensor.dtype, 1))
+    return total
+
+
+def stage_tiles(sched: Schedule, t: te.Tensor, machine: GpuMachine, tile: Tile,
+                threads: int | None, chunk: int) -> bool:
+    """Schedule `t` as a staged block tile (module docstring): whether it applied (a
+    register-tiled reduction with operands to stage whose copies fit the machine's local
+    memory); if not, `t` is left as it was."""
+    count = min(threads or machine.block_threads, machine.max_block_threads)
+    axes = tile_axes(t)
+    if machine.local_memory <= 0 or axes is None or not staged_loads(t) or chunk < 1:
+        return False
+    tile = (min(tile[0], t.shape[axes[0]]), min(tile[1], t.shape[axes[1]]))
+    block = block_shape(t, tile, count)
+    if staged_bytes(t, tile, block, chunk) > machine.local_memory:
+        return False
+    s = sched[t]
+    if s.trace or s.body is not t.op.body or any(lp.bound is not None for lp in s.leaves):  # type: ignore[union-attr]
+        return False
+    spatial = [lp for lp in s.leaves if lp.origin == "spatial"]
+    reduce = [lp for lp in s.leaves if lp.origin == "reduce"]
+    rows, cols = spatial[axes[0]], spatial[axes[1]]
+    rb, rt, ri = s.block_split(rows, block[0], tile[0])
+    cb, ct, ci = s.block_split(cols, block[1], tile[1])
+    ko, ki = s.split(reduce[0], min(chunk, reduce[0].extent))
+    outer = [rb if lp is rows else cb if lp is cols else lp for lp in spatial]
+    s.reorder(*outer, rt, ct, ko, ki, *reduce[1:], ri, ci)
+    fused = outer[0]
+    for lp in outer[1:]:
+        fused = s.fuse(fused, lp)
+    s.bind(fused, "block")
+    s.bind(s.fuse(rt, ct), "thread")
+    inner = [ki, *reduce[1:]]
+    short = [lp for lp in inner if 2 <= lp.extent <= SHORT_LOOP and lp.tail is None]
+    for lp in inner[len(inner) - _innermost_run(inner, short):]:
+        s.unroll(lp)
+    s.unroll(ri)
+    s.unroll(ci)
+    for tensor in dict.fromkeys(ld.tensor for ld in staged_loads(t)):
+        sched.stage(tensor, t, ko)
+    return True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from lowering import te
@@ -22,7 +22,9 @@ class Buffer:
         self.name = name
         self.dtype = dtype
         self.shape = shape
-        self.role = role  # "input" | "output" | "scratch"
+        # "input" | "output" | "scratch"; GPU kernels also "local": memory a block's threads
+        # share (OpenCL __local, CUDA __shared__), declared by the kernel, not an argument
+        self.role = role
         strides = []
         s = 1
         for d in reversed(shape):
@@ -107,6 +109,13 @@ class Prefetch(Stmt):
 
 
 @dataclass
+class Barrier(Stmt):
+    """GPU kernels: every thread of the block waits here until all have arrived, and what
+    they wrote to local buffers before it is visible to all after it. Every thread of a
+    block must reach it (no thread-dependent guard may enclose it)."""
+
+
+@dataclass
 class Kernel:
     """One kernel: its buffers in ABI order (inputs, outputs, scratch) and one nest per stage."""
 
@@ -132,7 +141,19 @@ def map_exprs(s: Stmt, f: Callable[[te.Expr], te.Expr]) -> Stmt:
                              for a in s.args])
     if isinstance(s, Prefetch):
         return Prefetch(s.buf, f(s.index))
+    if isinstance(s, Barrier):
+        return s
     raise TypeError(f"unexpected statement {s!r}")
+
+
+def walk(s: Stmt) -> Iterator[Stmt]:
+    """`s` and every statement nested in it, outermost first, in program order."""
+    yield s
+    if isinstance(s, For):
+        yield from walk(s.body)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk(x)
 
 
 def bind(s: Stmt, vmap: dict[te.Var, te.Expr]) -> Stmt:
@@ -243,6 +264,8 @@ def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
         return f"{pad}{s.func}({args})"
     if isinstance(s, Prefetch):
         return f"{pad}prefetch(&{s.buf.name}[{format_expr(s.index, names)}])"
+    if isinstance(s, Barrier):
+        return f"{pad}barrier"
     raise TypeError(f"not a statement: {s!r}")
 
 

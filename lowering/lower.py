@@ -8,7 +8,18 @@ from dataclasses import dataclass
 
 from lowering import te
 from lowering.affine import simplify_index
-from lowering.loop_ir import Buffer, BufLoad, Call, For, Kernel, Prefetch, Seq, Stmt, Store
+from lowering.loop_ir import (
+    Barrier,
+    Buffer,
+    BufLoad,
+    Call,
+    For,
+    Kernel,
+    Prefetch,
+    Seq,
+    Stmt,
+    Store,
+)
 from lowering.regions import Region, infer_region
 from lowering.schedule import (
     INLINE,
@@ -217,6 +228,28 @@ def _tensorized(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Exp
     return _nest(outer, Seq([init_nest, _nest(inner, call(te.Const(1, "int64")), heads)]), heads)
 
 
+def _thread_parts(reads: list[Sequence[te.Expr]], thread: te.Var,
+                  threads: int) -> tuple[list[list[te.Expr]], dict[te.Var, int]]:
+    """`reads` with every `thread // c` and `thread % c` (a thread loop fused from a 2-D
+    block of threads) replaced by a variable of its own, and the extents those sweep (with
+    `thread`'s own), for bound inference over all the threads of a block."""
+    parts: dict[tuple[str, int], te.Var] = {}
+    extents: dict[te.Var, int] = {thread: threads}
+
+    def sub(e: te.Expr) -> te.Expr:
+        if (isinstance(e, te.Binary) and e.op in ("floordiv", "mod") and e.a is thread
+                and isinstance(e.b, te.Const) and int(e.b.value) > 0):
+            n = int(e.b.value)
+            v = parts.get((e.op, n))
+            if v is None:
+                v = parts[(e.op, n)] = te.Var(f"{thread.name}_{e.op}{n}")
+                extents[v] = -(-threads // n) if e.op == "floordiv" else min(n, threads)
+            return v
+        return te.map_children(e, sub)
+
+    return [[sub(i) for i in r] for r in reads], extents
+
+
 def _loads_of(e: te.Expr, t: te.Tensor) -> list[te.Load]:
     out = []
     stack = [e]
@@ -246,14 +279,15 @@ class _KernelLowering:
                 raise ScheduleError(f"output {t.name} is also an input; copy it explicitly")
             self._add(t.name, t.dtype, t.shape, "output", t)
         self.stages = sched.stages()
-        self.at: dict[int, list[tuple[te.Tensor, str]]] = {}
+        self.at: dict[int, list[tuple[te.Tensor, AttachAt]]] = {}
+        self.locals = 0  # local (block-shared) buffers made so far
         for t in self.stages:
             where = sched.attachment(t)
             if where == ROOT and id(t) not in self.bufs:
                 self._add(t.name, t.dtype, t.shape, "scratch", t)
             elif isinstance(where, AttachAt):
                 self._check_attach(t, where)
-                self.at.setdefault(id(where.consumer), []).append((t, where.loop))
+                self.at.setdefault(id(where.consumer), []).append((t, where))
         for t in self.stages:
             for dep in te.tensors_read(sched.body_of(t)):
                 if dep.op is None and id(dep) not in self.bufs:
@@ -300,16 +334,16 @@ class _KernelLowering:
 
     def _attached(self, s: StageSchedule, body: te.Expr, par: Loop | None) -> Heads:
         heads: Heads = {}
-        for p, loop_name in self.at.get(id(s.tensor), []):
-            lp = s.loop(loop_name)
+        staged: dict[int, list[Stmt]] = {}
+        for p, where in self.at.get(id(s.tensor), []):
+            lp = s.loop(where.loop)
             pos = s.leaves.index(lp)
+            if where.shared:
+                staged.setdefault(id(lp), []).append(self._staged_copy(s, body, p, pos))
+                continue
             inner = {x.var: x.extent for x in s.leaves[pos + 1:]}
             reads = [ld.indices for ld in _loads_of(body, p)]
-            if isinstance(body, te.Reduce) and _loads_of(body.init, p):
-                first = next(i for i, x in enumerate(s.leaves) if x.origin == "reduce")
-                if pos >= first:
-                    raise ScheduleError(f"compute_at: the initial value of {s.tensor.name} reads "
-                                        f"{p.name}; compute it outside the reduce loops")
+            self._check_init(s, body, p, pos)
             region = infer_region(reads, p.shape, inner, self.ranges)
             self._place(p, region, par)
             assert p.op is not None
@@ -322,7 +356,48 @@ class _KernelLowering:
                                     "loop of its own")
             origin = dict(zip(axes, region.start, strict=True))
             heads.setdefault(id(lp), []).append(self._stage(ps, origin, par))
+        for key, copies in staged.items():
+            heads[key] = [Barrier(), *copies, Barrier(), *heads.get(key, [])]
         return heads
+
+    def _check_init(self, s: StageSchedule, body: te.Expr, p: te.Tensor, pos: int) -> None:
+        if isinstance(body, te.Reduce) and _loads_of(body.init, p):
+            first = next(i for i, x in enumerate(s.leaves) if x.origin == "reduce")
+            if pos >= first:
+                raise ScheduleError(f"compute_at: the initial value of {s.tensor.name} reads "
+                                    f"{p.name}; compute it outside the reduce loops")
+
+    def _staged_copy(self, s: StageSchedule, body: te.Expr, p: te.Tensor, pos: int) -> Stmt:
+        """`Schedule.stage`: a local buffer holding the box of `p` that the block's threads
+        read under loop `pos` of `s` (the thread loop sweeps too), and the nest that copies
+        it: thread `t` of `threads` copies elements t, t + threads, ... of the box, so that
+        neighbouring threads read neighbouring elements; elements past the tensor's edge
+        are set to zero and never read."""
+        self._check_init(s, body, p, pos)
+        thread = s.leaves[1]
+        threads = thread.extent
+        inner = {x.var: x.extent for x in s.leaves[pos + 1:]}
+        reads, parts = _thread_parts([ld.indices for ld in _loads_of(body, p)], thread.var,
+                                     threads)
+        region = infer_region(reads, p.shape, {**inner, **parts}, self.ranges)
+        buf = Buffer(f"l{self.locals}", p.dtype, tuple(region.extent), "local")
+        self.locals += 1
+        self.bufs[id(p)] = Placement(buf, region.start)
+        assert p.op is not None
+        c = te.Var(f"{p.name}_c")
+        flat = c * threads + thread.var
+        idx = [start + (flat // stride if d == 0 else (flat // stride) % extent)
+               for d, (start, stride, extent) in
+               enumerate(zip(region.start, buf.strides, region.extent, strict=True))]
+        value = te.substitute(self.sched.body_of(p),
+                              {ax.var: i for ax, i in zip(p.op.axes, idx, strict=True)})
+        value = _Converter(self.bufs, self._inline)(value)
+        inside = [te.lt(i, size) for i, size, bound in
+                  zip(idx, p.shape, region.bound, strict=True) if bound is not None]
+        if inside:
+            value = te.select(te.all_of(inside), value, te.as_expr(0, p.dtype))
+        count = (te.Const(buf.size - 1, "int64") - thread.var) // threads + 1
+        return For(c, count, "serial", Store(buf, flat, value))
 
     def _place(self, p: te.Tensor, region: Region, par: Loop | None) -> None:
         """A tile buffer (one per parallel iteration) when smaller than the tensor, else a

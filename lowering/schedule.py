@@ -65,6 +65,13 @@ class Split:
 
 
 @dataclass(frozen=True)
+class BlockSplit:
+    loop: str
+    threads: int
+    tile: int
+
+
+@dataclass(frozen=True)
 class Fuse:
     outer: str
     inner: str
@@ -161,6 +168,31 @@ class StageSchedule:
         self._rebind(loop.var, outer.var * factor + inner.var)
         self.trace.append(Split(loop.name, factor))
         return outer, inner
+
+    def block_split(self, loop: Loop, threads: int, tile: int) -> tuple[Loop, Loop, Loop]:
+        """GPU block tiles: `loop` = (outer * threads + thread) * tile + inner, with `outer`
+        rounded up and `thread` always `threads` long, so that a block's threads all run (and
+        all reach its barriers) even past the axis's end; `inner` runs `tile` iterations, or
+        `min(tile, extent - (outer * threads + thread) * tile)` where the block tile does not
+        divide the axis (none at all for a thread past the end), so only elements inside the
+        tensor are computed. Returns (outer, thread, inner)."""
+        if loop not in self.leaves:
+            raise ScheduleError(f"block_split: {loop.name} is not a current loop")
+        if threads < 1 or tile < 1:
+            raise ScheduleError(f"block_split: threads {threads} or tile {tile} < 1")
+        if loop.tail is not None or loop.bound is not None:
+            raise ScheduleError(f"block_split: {loop.name} already has a partial extent")
+        span = threads * tile
+        outer = Loop(loop.name + "b", math.ceil(loop.extent / span), loop.origin)
+        thread = Loop(loop.name + "t", threads, loop.origin)
+        inner = Loop(loop.name + "i", tile, loop.origin)
+        if loop.extent % span:
+            inner.tail = (outer.var * threads + thread.var, tile, loop.extent)
+        pos = self.leaves.index(loop)
+        self.leaves[pos : pos + 1] = [outer, thread, inner]
+        self._rebind(loop.var, (outer.var * threads + thread.var) * tile + inner.var)
+        self.trace.append(BlockSplit(loop.name, threads, tile))
+        return outer, thread, inner
 
     def fuse(self, outer: Loop, inner: Loop) -> Loop:
         pos = self.leaves.index(outer)
@@ -260,6 +292,8 @@ class StageSchedule:
         for p in self.trace:
             if isinstance(p, Split):
                 new.split(new.loop(p.loop), p.factor)
+            elif isinstance(p, BlockSplit):
+                new.block_split(new.loop(p.loop), p.threads, p.tile)
             elif isinstance(p, Fuse):
                 new.fuse(new.loop(p.outer), new.loop(p.inner))
             elif isinstance(p, Reorder):
@@ -350,6 +384,9 @@ ROOT, INLINE = "root", "inline"
 class AttachAt:
     consumer: te.Tensor
     loop: str
+    # GPU staging (`Schedule.stage`): the region is what the whole block reads, held in local
+    # memory and copied by the block's threads together, between barriers
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -448,6 +485,24 @@ class Schedule:
             s.body = map_loads(s.body, lambda ld: te.Load(copy, ld.indices)
                                if ld.tensor is t else ld)
         self.trace.append(StageStep("cache_read", t.name, tuple(r.name for r in readers)))
+        return copy
+
+    def stage(self, t: te.Tensor, reader: te.Tensor, loop: Loop) -> te.Tensor:
+        """GPU targets: `reader` reads `t` through a copy in local memory (returned). Each
+        iteration of `reader`'s `loop` (a loop inside its thread loop, a chunk of the
+        reduction) starts with a barrier, the block's threads copying together the region of
+        `t` that every thread of the block reads under `loop`, and a second barrier; the
+        reads then come from that copy, so a value the block's threads share is loaded from
+        device memory once per block instead of once per thread."""
+        s = self[reader]
+        if len(s.leaves) < 2 or s.leaves[1].kind != "thread":
+            raise ScheduleError(f"stage: {reader.name}'s second loop is not a thread loop")
+        if loop not in s.leaves[2:]:
+            raise ScheduleError(f"stage: {loop.name} is not a loop of {reader.name} inside "
+                                "its thread loop")
+        copy = self.cache_read(t, [reader])
+        self._attach[id(copy)] = AttachAt(reader, loop.name, shared=True)
+        self.trace.append(StageStep("stage", t.name, (reader.name, loop.name)))
         return copy
 
     def cache_write(self, t: te.Tensor) -> te.Tensor:

@@ -1,13 +1,18 @@
 """The schedule space of any computation on a GPU target: per stage, the register tile of a
-reduction (lowering/gpu_schedule.py, where `tile_axes` finds one) or, for a reduction of few
-outputs over many values, how many partial results per output a first pass computes
-(`split_reduction`); and the threads per block.
+reduction (lowering/gpu_schedule.py, where `tile_axes` finds one), whether its operands are
+staged in local memory and in chunks of how many reduction steps (`stage_tiles`; only on a
+machine with local memory), or, for a reduction of few outputs over many values, how many
+partial results per output a first pass computes (`split_reduction`); and the threads per
+block.
 
 The cost model counts, per stage, the values its threads load (a load that ignores a tile's
-rows is shared by the tile's rows, and so on) and its arithmetic, against the device's
-bandwidth and peak; a grid with fewer threads than the device keeps in flight runs at that
-fraction of the peak. Rough (no device to fit it to yet); enough to prefer tiles that reuse
-loads while leaving the device enough threads, which is the trade a register tile makes.
+rows is shared by the tile's rows, and so on; a staged load by the block tile's rows, read
+from device memory once per block, its copies then read from local memory) and its
+arithmetic, against the device's bandwidth and peak; a grid with fewer threads than the
+device keeps in flight runs at that fraction of the peak. A staged configuration whose copies
+do not fit the machine's local memory is built and costed unstaged. Rough (no device to fit
+it to yet); enough to prefer tiles that reuse loads while leaving the device enough threads,
+which is the trade a register tile makes.
 """
 
 from __future__ import annotations
@@ -15,7 +20,16 @@ from __future__ import annotations
 import math
 
 from lowering import te
-from lowering.gpu_schedule import Tile, bind_threads, split_reduction, tile_axes
+from lowering.gpu_schedule import (
+    Tile,
+    bind_threads,
+    block_shape,
+    split_reduction,
+    stage_tiles,
+    staged_bytes,
+    staged_loads,
+    tile_axes,
+)
 from lowering.lower import lower_schedule, stages_of
 from lowering.machine import GpuMachine
 from lowering.schedule import Schedule
@@ -23,6 +37,11 @@ from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 _TILES: tuple[Tile, ...] = ((4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 8), (8, 4), (1, 1))
 _PARTIALS = (64, 256, 1024, 4096)
+# reduction steps per staged chunk, the default first (0: not staged)
+_CHUNKS = (16, 8, 32)
+# local memory's bandwidth as a multiple of device memory's, and a barrier's cost in cycles
+_LOCAL_SPEEDUP = 8
+_BARRIER_CYCLES = 64
 # threads resident per compute unit that hide the latency of its loads (a rule of thumb: a
 # few warps per scheduler)
 _RESIDENT_WARPS = 16
@@ -44,6 +63,11 @@ class GpuDefaultSpace(ScheduleSpace):
             tiles = [tl for tl in _TILES if tl[0] <= rows and tl[1] <= cols]
             if len(tiles) > 1:
                 self.knobs.append(Knob(f"s{i}.tile", tuple(list(tl) for tl in tiles)))
+            assert isinstance(t.op.body, te.Reduce)  # type: ignore[union-attr]
+            first = t.op.body.axes[0].extent  # type: ignore[union-attr]
+            if self.machine.local_memory > 0 and staged_loads(t):
+                chunks = [c for c in _CHUNKS if c < first] or [first]
+                self.knobs.append(Knob(f"s{i}.stage", (*chunks, 0)))
         m = self.machine
         for i, t in enumerate(self.stages):
             assert t.op is not None
@@ -63,6 +87,21 @@ class GpuDefaultSpace(ScheduleSpace):
         got = config.get(f"s{i}.tile")
         return (1, 1) if got is None else (int(got[0]), int(got[1]))  # type: ignore[index]
 
+    def _chunk(self, config: Config, i: int) -> int:
+        return int(config.get(f"s{i}.stage") or 0)  # type: ignore[call-overload]
+
+    def _staged(self, config: Config, i: int, threads: int) -> tuple[int, int] | None:
+        """The block shape (threads along rows, cols) of stage `i` where the configuration
+        stages it and its copies fit local memory, else None (as `stage_tiles` decides)."""
+        chunk, t, m = self._chunk(config, i), self.stages[i], self.machine
+        axes = self.axes[i]
+        if not chunk or axes is None:
+            return None
+        tile = self._tile(config, i)
+        tile = (min(tile[0], t.shape[axes[0]]), min(tile[1], t.shape[axes[1]]))
+        block = block_shape(t, tile, min(threads, m.max_block_threads))
+        return block if staged_bytes(t, tile, block, chunk) <= m.local_memory else None
+
     def build(self, config: Config, name: str = "k") -> BuiltKernel:
         threads = int(config["threads"]) if config.get("threads") else None  # type: ignore[call-overload]
         sched = Schedule(self.outputs)
@@ -72,7 +111,8 @@ class GpuDefaultSpace(ScheduleSpace):
                 rf = split_reduction(sched, t, partials)
                 bind_threads(sched[rf], self.machine, (1, 1), threads)
                 bind_threads(sched[t], self.machine, (1, 1), threads)
-            else:
+            elif not stage_tiles(sched, t, self.machine, self._tile(config, i), threads,
+                                 self._chunk(config, i)):
                 bind_threads(sched[t], self.machine, self._tile(config, i), threads)
         return BuiltKernel(lower_schedule(name, self.inputs, self.outputs, sched))
 
@@ -87,16 +127,27 @@ class GpuDefaultSpace(ScheduleSpace):
             rows, cols = self._tile(config, i)
             axes = self.axes[i]
             partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
-            loads = 0.0
             value = body.body if isinstance(body, te.Reduce) else body
-            for ld in te.loads_in(te.expand_inline(value)):
-                share = 1.0
-                if axes is not None:
-                    for pos, n in zip(axes, (rows, cols), strict=True):
-                        if not any(te.mentions(ix, t.op.axes[pos].var) for ix in ld.indices):
-                            share *= n
-                loads += te.ITEMSIZE[ld.tensor.dtype] / share
+            block = None if partials else self._staged(config, i, threads)
+            staged = {id(ld.tensor) for ld in staged_loads(t)} if block else set()
+            loads = local = 0.0  # bytes per output and reduction step: device, local memory
+            for top in te.loads_in(value):
+                size = te.ITEMSIZE.get(top.tensor.dtype, 1)
+                if block is not None and id(top.tensor) in staged:
+                    # once per block from device memory (uncached), per tile from local
+                    spans = (rows * block[0], cols * block[1])
+                    loads += 4 * size / _share(t, axes, top, spans)
+                    local += size / _share(t, axes, top, (rows, cols))
+                    continue
+                for ld in te.loads_in(te.expand_inline(top)):
+                    loads += te.ITEMSIZE[ld.tensor.dtype] / _share(t, axes, ld, (rows, cols))
             memory = t.size * steps * loads / (4 * m.memory_bandwidth)  # most from caches
+            memory += t.size * steps * local / (_LOCAL_SPEEDUP * m.memory_bandwidth)
+            if block is not None:  # two barriers per chunk, the blocks in waves
+                n_blocks = t.size / (rows * cols * block[0] * block[1])
+                chunks = math.ceil(body.axes[0].extent / self._chunk(config, i))  # type: ignore[union-attr]
+                waves = math.ceil(n_blocks / m.compute_units)
+                seconds += waves * chunks * 2 * _BARRIER_CYCLES / (m.ghz * 1e9)
             if partials:  # a first pass of size x partials threads, a second of size threads
                 seconds += max(memory, self._compute(t.size * partials, steps // partials,
                                                      threads))
@@ -117,3 +168,16 @@ class GpuDefaultSpace(ScheduleSpace):
     def threaded_cost(self, config: Config, one_core: float | None = None) -> float:
         return self.cost(config) if one_core is None else one_core
 
+
+def _share(t: te.Tensor, axes: tuple[int, int] | None, ld: te.Load,
+           spans: tuple[int, int]) -> float:
+    """How many outputs one value that `ld` loads serves: the product of `spans` (rows, cols
+    of a tile) over the tile axes the load's indices ignore."""
+    if axes is None:
+        return 1.0
+    assert t.op is not None
+    share = 1.0
+    for pos, n in zip(axes, spans, strict=True):
+        if not any(te.mentions(ix, t.op.axes[pos].var) for ix in ld.indices):
+            share *= n
+    return share

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from lowering import te
 from lowering.affine import interval
 from lowering.loop_ir import (
+    Barrier,
     Buffer,
     BufLoad,
     Call,
@@ -36,6 +37,7 @@ from lowering.loop_ir import (
     Stmt,
     Store,
     simplify_indices,
+    walk,
 )
 from targets.gpu import narrow
 
@@ -102,6 +104,8 @@ _MACROS = {
     "opencl": ("#define AOTC_KERNEL __kernel void\n"
                "#define AOTC_GLOBAL __global\n"
                "#define AOTC_FN static inline\n"
+               "#define AOTC_LOCAL __local\n"
+               "#define AOTC_BARRIER barrier(CLK_LOCAL_MEM_FENCE)\n"
                "#define AOTC_BLOCK_ID ((i64)get_group_id(0))\n"
                "#define AOTC_THREAD_ID ((i64)get_local_id(0))\n"
                "#define AOTC_F32_FROM_BITS(u) as_float((u32)(u))\n"
@@ -110,6 +114,8 @@ _MACROS = {
     "cuda": ("#define AOTC_KERNEL extern \"C\" __global__ void\n"
              "#define AOTC_GLOBAL\n"
              "#define AOTC_FN static __device__ __forceinline__\n"
+             "#define AOTC_LOCAL __shared__\n"
+             "#define AOTC_BARRIER __syncthreads()\n"
              "#define AOTC_BLOCK_ID ((i64)blockIdx.x)\n"
              "#define AOTC_THREAD_ID ((i64)threadIdx.x)\n"
              "#define AOTC_F32_FROM_BITS(u) __uint_as_float((u32)(u))\n"
@@ -178,8 +184,9 @@ class _Scope:
 class _StageWriter:
     """Writes one stage nest as C statements."""
 
-    def __init__(self, buffers: list[Buffer]) -> None:
+    def __init__(self, buffers: list[Buffer], local: list[Buffer]) -> None:
         self.bufs = {id(b): f"b{i}" for i, b in enumerate(buffers)}
+        self.bufs.update({id(b): f"l{i}" for i, b in enumerate(local)})
         self.lines: list[str] = []
         self.depth = 1
         self.names: dict[int, str] = {}
@@ -222,6 +229,8 @@ class _StageWriter:
             self.store(s.buf, s.index, self.expr(s.value))
         elif isinstance(s, Prefetch):
             pass  # a cache hint of CPU schedules; GPUs have no use for it
+        elif isinstance(s, Barrier):
+            self.line("AOTC_BARRIER;")
         elif isinstance(s, Call):
             raise RenderError(f"a call of {s.func} (a CPU micro-kernel)")
         else:
@@ -270,11 +279,23 @@ class _StageWriter:
             return False
         inner: Stmt = update
         loops: list[For] = []
-        while isinstance(inner, For):
-            loops.append(inner)
-            inner = inner.body
+        # statements a reduce loop's body starts with (staged copies and their barriers)
+        heads: dict[int, list[Stmt]] = {}
+        while True:
+            if isinstance(inner, For):
+                loops.append(inner)
+                inner = inner.body
+            elif (isinstance(inner, Seq) and loops and len(loops) - 1 not in heads
+                  and len(inner.stmts) > 1 and isinstance(inner.stmts[-1], For)):
+                heads[len(loops) - 1] = inner.stmts[:-1]
+                inner = inner.stmts[-1]
+            else:
+                break
         n_reduce = len(loops) - len(tile)
         if n_reduce < 1 or [lp.var for lp in loops[n_reduce:]] != [lp.var for lp in tile]:
+            return False
+        if any(pos >= n_reduce or _stores_to(h, first.buf) for pos, hs in heads.items()
+               for h in hs):
             return False
         if not isinstance(inner, Store) or inner.buf is not first.buf:
             return False
@@ -303,18 +324,21 @@ class _StageWriter:
             element = f"{acc}[" + " + ".join(f"{self.var(lp.var)} * {st}" for lp, st in
                                               zip(tile, strides, strict=True)) + "]"
         depth = self.depth
-        if tile:  # every element of the array, past a partial tile's edge too (never stored)
-            self.tile_loops(tile, sizes, guard=False)
+        if tile:  # every element of the array, past a partial tile's edge too (never stored),
+            # unless the initial value loads (a bias): then only those inside the tensor
+            self.tile_loops(tile, sizes, guard=bool(_loads(first.value)))
             self.line(f"{element} = {self.expr(first.value)};")
             while self.depth > depth:
                 self.close()
-        for lp in loops[:n_reduce]:
+        for pos, lp in enumerate(loops[:n_reduce]):
             self.note_range(lp)
+            v = self.var(lp.var)
+            start, end = self.expr(lp.start), self.expr(lp.extent)
             if lp.kind == "unroll":
                 self.line("#pragma unroll")
-            v = self.var(lp.var)
-            self.open(f"for (i64 {v} = {self.expr(lp.start)}; {v} < {self.expr(lp.extent)}; "
-                      f"++{v})")
+            self.open(f"for (i64 {v} = {start}; {v} < {end}; ++{v})")
+            for h in heads.get(pos, []):
+                self.stmt(h)
         self.tile_loops(tile, sizes, guard=True)
         value = _replace_load(inner.value, own[0], _Register(element, first.buf.dtype))
         self.line(f"{element} = {self.expr(value)};")
@@ -544,6 +568,20 @@ def _replace_load(e: te.Expr, old: BufLoad, new: te.Expr,
     return memo[id(e)]
 
 
+def _stores_to(s: Stmt, buf: Buffer) -> bool:
+    return any(isinstance(x, Store) and x.buf is buf for x in walk(s))
+
+
+def _local_buffers(s: Stmt) -> list[Buffer]:
+    """The local (block-shared) buffers a stage nest stores to, in order of first store."""
+    found = {id(x.buf): x.buf for x in walk(s) if isinstance(x, Store) and x.buf.role == "local"}
+    return list(found.values())
+
+
+def _has_barrier(s: Stmt) -> bool:
+    return any(isinstance(x, Barrier) for x in walk(s))
+
+
 def _loads(e: te.Expr) -> list[BufLoad]:
     out: list[BufLoad] = []
 
@@ -601,12 +639,17 @@ def render_kernel(k: Kernel) -> RenderedKernel:
     params = ", ".join(f"AOTC_GLOBAL u8* p{i}, i64 o{i}" for i in range(len(k.buffers)))
     for j, stage in enumerate(k.stages):
         stage = simplify_indices(stage)
-        w = _StageWriter(k.buffers)
+        local = _local_buffers(stage)
+        w = _StageWriter(k.buffers, local)
         for i, b in enumerate(k.buffers):
             if b.dtype not in _MEM:
                 raise RenderError(f"the {b.dtype} element type (buffer {b.name})")
             w.line(f"AOTC_GLOBAL {_MEM[b.dtype]}* b{i} = (AOTC_GLOBAL {_MEM[b.dtype]}*)"
                    f"(p{i} + o{i});  /* {b.role} {b.name} */")
+        for i, b in enumerate(local):
+            if b.dtype not in _MEM:
+                raise RenderError(f"the {b.dtype} element type (buffer {b.name})")
+            w.line(f"AOTC_LOCAL {_MEM[b.dtype]} l{i}[{b.size}];  /* staged {b.name} */")
         blocks, threads = _grid(stage)
         if blocks == 0:  # an empty tensor: nothing to launch (CUDA and OpenCL 1.2 refuse
             continue  # an empty grid)
@@ -625,6 +668,9 @@ def render_kernel(k: Kernel) -> RenderedKernel:
             w.line(f"const i64 {bv} = AOTC_BLOCK_ID;")
             w.line(f"const i64 {tv} = AOTC_THREAD_ID;")
             if not (isinstance(inner.extent, te.Const) and inner.extent.value == threads):
+                if _has_barrier(inner.body):
+                    raise RenderError("a barrier under a partial thread loop (every thread "
+                                      "of a block must reach it)")
                 w.open(f"if ({tv} < {w.expr(inner.extent)})")
                 w.stmt(inner.body)
                 w.close()
