@@ -191,12 +191,59 @@ def lower_stage(
     _prefetches(s, x, heads)
     if s.tensorized is not None:
         return _tensorized(s, out, out_index, x, init, heads)
+    if s.tree is not None:
+        if heads:
+            raise ScheduleError(f"tree_reduce: a stage is computed at a loop of {t.name}")
+        return _tree(s, out, out_index, x, init, body.combiner)
     first = next(i for i, lp in enumerate(s.leaves) if lp.origin == "reduce")
     outer, inner = s.leaves[:first], s.leaves[first:]
     inner_spatial = [lp for lp in inner if lp.origin == "spatial"]
     init_nest = _nest(inner_spatial, Store(out, out_index, init))
     update = Store(out, out_index, combine(body.combiner, BufLoad(out, out_index), x))
     return _nest(outer, Seq([init_nest, _nest(inner, update, heads)]), heads)
+
+
+def _tree(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Expr,
+          init: te.Expr, combiner: str) -> Stmt:
+    """`StageSchedule.tree_reduce`'s nest: per block (an output element), each thread's
+    strided partial in its slot of a local array, the array halved between barriers (the
+    upper half's slots combined into the lower's by the threads below the half: a loop of
+    `min(1, half - thread)` iterations), thread 0's store of the initial value combined with
+    slot 0."""
+    assert s.tree is not None
+    threads = s.tree
+    block = s.leaves[0]
+    reduce = [lp for lp in s.leaves if lp.origin == "reduce"]
+    thread = te.Var(f"{block.name}_t")
+    step = te.Var(f"{block.name}_j")
+    flat = step * threads + thread
+    vmap: dict[te.Var, te.Expr] = {}
+    inner = 1
+    for i, lp in reversed(list(enumerate(reduce))):
+        q = flat // inner if inner > 1 else flat
+        vmap[lp.var] = q if i == 0 else q % lp.extent
+        inner *= lp.extent
+    acc = Buffer(f"{out.name}_tree", out.dtype, (threads,), "local")
+    mine = BufLoad(acc, thread)
+    count = (te.Const(inner - 1, "int64") - thread) // threads + 1
+    stmts: list[Stmt] = [
+        Store(acc, thread, te.reduce_identity(combiner, out.dtype)),
+        For(step, count, "serial",
+            Store(acc, thread, combine(combiner, mine, te.substitute(value, vmap)))),
+        Barrier(),
+    ]
+    half = threads // 2
+    while half >= 1:
+        only = te.Var(f"{block.name}_h{half}")
+        stmts.append(For(only, te.minimum(te.Const(1, "int64"), half - thread), "serial",
+                         Store(acc, thread, combine(combiner, mine, BufLoad(acc, thread + half)))))
+        stmts.append(Barrier())
+        half //= 2
+    only = te.Var(f"{block.name}_h0")
+    stmts.append(For(only, te.minimum(te.Const(1, "int64"), 1 - thread), "serial",
+                     Store(out, out_index, combine(combiner, init, BufLoad(acc, te.Const(0, "int64"))))))
+    return For(block.var, _extent(block), "block",
+               For(thread, te.Const(threads, "int64"), "thread", Seq(stmts)))
 
 
 def _tensorized(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Expr,

@@ -72,6 +72,11 @@ class BlockSplit:
 
 
 @dataclass(frozen=True)
+class TreeReduce:
+    threads: int
+
+
+@dataclass(frozen=True)
 class Fuse:
     outer: str
     inner: str
@@ -130,6 +135,7 @@ class StageSchedule:
             self.value[ax.var] = loop.var
         self.trace: list[object] = []
         self.tensorized: tuple[tuple[Loop, ...], GemmBlock] | None = None
+        self.tree: int | None = None  # `tree_reduce`'s threads per block
 
     # lookup -------------------------------------------------------------------------------
     def loop(self, name: str) -> Loop:
@@ -193,6 +199,32 @@ class StageSchedule:
         self._rebind(loop.var, (outer.var * threads + thread.var) * tile + inner.var)
         self.trace.append(BlockSplit(loop.name, threads, tile))
         return outer, thread, inner
+
+    def tree_reduce(self, threads: int) -> None:
+        """GPU targets: one block per output element (the spatial loops fused and bound to
+        the grid); its `threads` threads (a power of two) each combine every `threads`-th of
+        the reduction's values (neighbouring threads reading neighbouring values) into a
+        slot of a local array, then halve the array in log2(threads) steps between
+        barriers, and thread 0 combines the initial value with the total and stores it.
+        One launch, where `split_reduction` takes two."""
+        if not isinstance(self.body, te.Reduce):
+            raise ScheduleError(f"tree_reduce: {self.tensor.name} is not a reduction")
+        if threads < 2 or threads & (threads - 1):
+            raise ScheduleError(f"tree_reduce: {threads} threads is not a power of two >= 2")
+        if self.trace:
+            raise ScheduleError(f"tree_reduce: {self.tensor.name} already has primitives")
+        if any(lp.bound is not None for lp in self.leaves):
+            raise ScheduleError("tree_reduce: a loop over a run-time dimension")
+        spatial = [lp for lp in self.leaves if lp.origin == "spatial"]
+        if not spatial:  # one output: a grid of one block
+            self.leaves.insert(0, Loop(f"{self.tensor.name}_one", 1, "spatial"))
+            spatial = self.leaves[:1]
+        fused = spatial[0]
+        for lp in spatial[1:]:
+            fused = self.fuse(fused, lp)
+        self.bind(fused, "block")
+        self.tree = threads
+        self.trace.append(TreeReduce(threads))
 
     def fuse(self, outer: Loop, inner: Loop) -> Loop:
         pos = self.leaves.index(outer)
@@ -292,6 +324,8 @@ class StageSchedule:
         for p in self.trace:
             if isinstance(p, Split):
                 new.split(new.loop(p.loop), p.factor)
+            elif isinstance(p, TreeReduce):
+                new.tree_reduce(p.threads)
             elif isinstance(p, BlockSplit):
                 new.block_split(new.loop(p.loop), p.threads, p.tile)
             elif isinstance(p, Fuse):

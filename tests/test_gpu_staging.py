@@ -1,9 +1,11 @@
-"""GPU staging: a register-tiled reduction whose block's threads copy the operand slices of
-each reduction chunk into local memory between barriers (`gpu_schedule.stage_tiles`,
-`Schedule.stage`). Staged kernels run on PoCL against numpy and onnxruntime (partial block
+"""GPU local memory and barriers. Staging: a register-tiled reduction whose block's threads
+copy the operand slices of each reduction chunk into local memory between barriers
+(`gpu_schedule.stage_tiles`, `Schedule.stage`). Tree reductions
+(`StageSchedule.tree_reduce`): a block's threads combine one output's values in one launch. Staged kernels run on PoCL against numpy and onnxruntime (partial block
 tiles at every edge, a convolution with padding and stride), have one local array per staged
 operand and a barrier on either side of each chunk's copies, and their CUDA form passes ptxas
-and runs in its OpenCL form."""
+and runs in its OpenCL form. Tree reductions match numpy and the one-thread reduction's NaN
+behaviour, and onnxruntime through ReduceSum/Max/Mean models."""
 
 from __future__ import annotations
 
@@ -235,3 +237,125 @@ def test_stage_knob_and_cost() -> None:
     assert space._staged(cfg, 0, 64) is None
     assert not any(isinstance(s, Barrier) for st in space.build(cfg).kernel.stages
                    for s in walk(st))
+
+
+# ---- block-level tree reductions (StageSchedule.tree_reduce) ----
+
+def _pool(combiner: str, out_shape: tuple[int, ...]):
+    x = te.placeholder((1, 6, 53, 61), "float32", "x")
+    if out_shape == (1, 6):
+        ry, rx = te.reduce_axis(53, "ry"), te.reduce_axis(61, "rx")
+        out = te.compute(out_shape, lambda n, c: te.reduce(combiner, x[n, c, ry.var, rx.var],
+                                                           [ry, rx]), name="pool")
+    else:
+        ra, rb, rc = te.reduce_axis(6, "a"), te.reduce_axis(53, "b"), te.reduce_axis(61, "c")
+        out = te.compute(out_shape, lambda n: te.reduce(combiner, x[n, ra.var, rb.var, rc.var],
+                                                        [ra, rb, rc]), name="all")
+    return x, out
+
+
+def test_tree_reduction_structure() -> None:
+    """One launch: a block per output, a local array of one slot per thread, a barrier after
+    the strided partials and after each of the log2(threads) halvings."""
+    x, out = _pool("sum", (1, 6))
+    sched = Schedule([out])
+    sched[out].tree_reduce(64)
+    kern = lower_schedule("t", [x], [out], sched)
+    assert len(kern.stages) == 1
+    stmts = list(walk(kern.stages[0]))
+    assert sum(isinstance(s, Barrier) for s in stmts) == 1 + 6
+    r = render_kernel(kern)
+    assert [(la.blocks, la.threads) for la in r.launches] == [(6, 64)]
+    assert r.body.count("AOTC_LOCAL f32 l0[64];") == 1
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("combiner", ["sum", "max", "max_nan", "min"])
+@pytest.mark.parametrize("out_shape", [(1, 6), (1,)])
+@pytest.mark.parametrize("threads", [2, 64, 256])
+def test_tree_reductions_match_numpy(combiner: str, out_shape: tuple[int, ...],
+                                     threads: int) -> None:
+    """Sums and extrema over a count no thread count divides, one output and several; with
+    NaNs (one in a plane, a plane of NaNs) the result is the one-thread reduction's: "max"
+    and "min" ignore a NaN (fmax/fmin), "max_nan" propagates it."""
+    from targets.gpu.opencl_device import run_kernel
+
+    x, out = _pool(combiner, out_shape)
+    rng = np.random.default_rng(9)
+    xs = rng.standard_normal((1, 6, 53, 61)).astype(np.float32)
+    axes = (2, 3) if out_shape == (1, 6) else (1, 2, 3)
+    want = {"sum": np.sum, "min": np.min}.get(combiner, np.max)(xs, axis=axes)
+    sched = Schedule([out])
+    sched[out].tree_reduce(threads)
+    kern = lower_schedule("t", [x], [out], sched)
+    got, = run_kernel(kern, [xs])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    if combiner != "sum":
+        xs[0, 2, 5, 7] = np.nan
+        xs[0, 4] = np.nan
+        serial = lower_schedule("s", [x], [out], Schedule([out]))  # no primitive: one thread
+        want, = run_kernel(serial, [xs])
+        got, = run_kernel(kern, [xs])
+        np.testing.assert_array_equal(got, want)
+
+
+def _reduce_model(op: str, shape: list[int], axes: list[int]):
+    node = helper.make_node(op, ["x", "axes"], ["y"], keepdims=0)
+    out = [d for i, d in enumerate(shape) if i not in axes]
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+                          [helper.make_tensor("axes", TensorProto.INT64, [len(axes)], axes)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+
+
+class _Tree(Tuner):
+    """A tuner choosing the tree form (its largest thread count) wherever the space has it."""
+
+    def choose(self, space: ScheduleSpace) -> Config:
+        cfg = space.default_config()
+        for k in space.knobs:
+            if k.name.endswith(".tree"):
+                cfg[k.name] = max(k.options)  # type: ignore[type-var]
+        return cfg
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax", "ReduceMean"])
+@pytest.mark.parametrize("dialect", ["opencl", "cuda"])
+def test_tree_reduction_models_match_onnxruntime(op: str, dialect: str) -> None:
+    """ReduceSum/Max/Mean to few outputs compiled with the tree form, NaNs in the input,
+    against onnxruntime on PoCL; for cuda the PTX passes ptxas (codegen.cuda_to_ptx) and the
+    kernels run in their OpenCL form."""
+    if dialect == "cuda" and shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    from targets.gpu.opencl_program import run_program
+
+    model = _reduce_model(op, [2, 3, 40, 50], [2, 3])
+    program = compile_model(load_graph(model), gpu_target(dialect), name="m", tuner=_Tree())
+    assert program.gpu is not None
+    assert "AOTC_BARRIER;" in program.gpu.source
+    gpu = program.gpu.in_dialect("opencl")
+    rng = np.random.default_rng(10)
+    xs = rng.standard_normal((2, 3, 40, 50)).astype(np.float32)
+    xs[1, 1, 3, 4] = np.nan
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": xs})
+    got = run_program(replace(program, gpu=gpu), [xs])
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+def test_tree_knob() -> None:
+    """The tree form is a knob of few-output reductions where the machine has local memory;
+    it makes the partials knob irrelevant (one class of configurations)."""
+    x, out = _pool("sum", (1, 6))
+    space = GpuDefaultSpace([x], [out], [None], gpu_target("cuda"))
+    knob = next(k for k in space.knobs if k.name == "s0.tree")
+    assert knob.options[0] == 0 and {64, 256, 1024} <= set(knob.options)
+    cfg = {**space.default_config(), "s0.tree": 256}
+    assert space.canonical(cfg) == space.canonical({**cfg, "s0.partials": 1024})
+    assert len(space.build(cfg).kernel.stages) == 1
+    assert space.cost(cfg) > 0
+    mali = GpuDefaultSpace([x], [out], [None], gpu_target("mali"))
+    assert all(k.name != "s0.tree" for k in mali.knobs)

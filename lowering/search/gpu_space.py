@@ -2,8 +2,9 @@
 reduction (lowering/gpu_schedule.py, where `tile_axes` finds one), whether its operands are
 staged in local memory and in chunks of how many reduction steps (`stage_tiles`; only on a
 machine with local memory), or, for a reduction of few outputs over many values, how many
-partial results per output a first pass computes (`split_reduction`); and the threads per
-block.
+partial results per output a first pass computes (`split_reduction`, two launches) or how
+many threads of one block combine each output in a tree (`StageSchedule.tree_reduce`, one
+launch, local memory); and the threads per block.
 
 The cost model counts, per stage, the values its threads load (a load that ignores a tile's
 rows is shared by the tile's rows, and so on; a staged load by the block tile's rows, read
@@ -37,6 +38,10 @@ from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
 _TILES: tuple[Tile, ...] = ((4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 8), (8, 4), (1, 1))
 _PARTIALS = (64, 256, 1024, 4096)
+# threads of a block-level tree reduction (one output per block)
+_TREE_THREADS = (256, 64, 1024)
+# a launch's fixed cost: what a tree reduction saves over a split one's second launch
+_LAUNCH_SECONDS = 3e-6
 # reduction steps per staged chunk, the default first (0: not staged)
 _CHUNKS = (16, 8, 32)
 # local memory's bandwidth as a multiple of device memory's, and a barrier's cost in cycles
@@ -78,6 +83,9 @@ class GpuDefaultSpace(ScheduleSpace):
             options = [p for p in _PARTIALS if steps >= 4 * p]
             if few and options:
                 self.knobs.append(Knob(f"s{i}.partials", (options[0], 0, *options[1:])))
+            trees = [n for n in _TREE_THREADS if n <= m.max_block_threads and steps >= 2 * n]
+            if few and trees and m.local_memory > 0:
+                self.knobs.append(Knob(f"s{i}.tree", (0, *trees)))
         threads = tuple(dict.fromkeys(n for n in (m.block_threads, 64, 128, 256)
                                       if n <= m.max_block_threads))
         if len(threads) > 1 and self.stages:
@@ -107,7 +115,10 @@ class GpuDefaultSpace(ScheduleSpace):
         sched = Schedule(self.outputs)
         for i, t in enumerate(self.stages):
             partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
-            if partials:
+            tree = int(config.get(f"s{i}.tree") or 0)  # type: ignore[call-overload]
+            if tree:
+                sched[t].tree_reduce(tree)
+            elif partials:
                 rf = split_reduction(sched, t, partials)
                 bind_threads(sched[rf], self.machine, (1, 1), threads)
                 bind_threads(sched[t], self.machine, (1, 1), threads)
@@ -126,7 +137,8 @@ class GpuDefaultSpace(ScheduleSpace):
             steps = math.prod(ax.extent for ax in body.axes) if isinstance(body, te.Reduce) else 1
             rows, cols = self._tile(config, i)
             axes = self.axes[i]
-            partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
+            tree = int(config.get(f"s{i}.tree") or 0)  # type: ignore[call-overload]
+            partials = 0 if tree else int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
             value = body.body if isinstance(body, te.Reduce) else body
             block = None if partials else self._staged(config, i, threads)
             staged = {id(ld.tensor) for ld in staged_loads(t)} if block else set()
@@ -148,14 +160,27 @@ class GpuDefaultSpace(ScheduleSpace):
                 chunks = math.ceil(body.axes[0].extent / self._chunk(config, i))  # type: ignore[union-attr]
                 waves = math.ceil(n_blocks / m.compute_units)
                 seconds += waves * chunks * 2 * _BARRIER_CYCLES / (m.ghz * 1e9)
-            if partials:  # a first pass of size x partials threads, a second of size threads
+            if tree:  # strided partials, then log2(tree) halvings between barriers
+                waves = math.ceil(t.size / m.compute_units)
+                seconds += max(memory, self._compute(t.size * tree, math.ceil(steps / tree),
+                                                     tree))
+                seconds += waves * (tree.bit_length()) * _BARRIER_CYCLES / (m.ghz * 1e9)
+            elif partials:  # a first pass of size x partials threads, a second of size threads
                 seconds += max(memory, self._compute(t.size * partials, steps // partials,
                                                      threads))
-                seconds += self._compute(t.size, partials, threads)
+                seconds += self._compute(t.size, partials, threads) + _LAUNCH_SECONDS
             else:
                 seconds += max(memory, self._compute(t.size / (rows * cols),
                                                      steps * rows * cols, threads))
         return seconds
+
+    def canonical(self, config: Config) -> Config:
+        """A tree reduction ignores the stage's partials."""
+        out = dict(config)
+        for i in range(len(self.stages)):
+            if out.get(f"s{i}.tree") and f"s{i}.partials" in out:
+                out[f"s{i}.partials"] = 0
+        return out
 
     def _compute(self, n_threads: float, steps: float, block: int) -> float:
         """Seconds of `n_threads` threads of `steps` multiply-adds each, at the fraction of
