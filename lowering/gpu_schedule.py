@@ -112,7 +112,22 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
         s.unroll(lp)
     for lp in inner:
         s.unroll(lp)
+    if inner and vector_columns(tensor, machine, inner[-1].extent):
+        s.vectorize(inner[-1])
     return s
+
+
+VECTOR_LANES = 4  # the renderer's vector registers: float4
+
+
+def vector_columns(tensor: te.Tensor, machine: GpuMachine, cols: int) -> bool:
+    """Whether a register tile's columns are held as float4 vectors (TVM's Mali schedule):
+    on a machine without fast local memory (where staging is not the way to reuse loads)
+    whose loads are 16 bytes wide, for a float32 stage whose tile has a multiple of 4
+    columns. The renderer checks that the output and the loads that move with the columns
+    are contiguous in them, and keeps the scalar form where not (and at a partial tile)."""
+    return (machine.local_memory == 0 and machine.vector_bytes >= 4 * VECTOR_LANES
+            and tensor.dtype == "float32" and cols % VECTOR_LANES == 0)
 
 
 def _innermost_run(loops: list[Loop], short: list[Loop]) -> int:

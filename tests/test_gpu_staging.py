@@ -359,3 +359,70 @@ def test_tree_knob() -> None:
     assert space.cost(cfg) > 0
     mali = GpuDefaultSpace([x], [out], [None], gpu_target("mali"))
     assert all(k.name != "s0.tree" for k in mali.knobs)
+
+
+# ---- float4 register tiles (Mali: gpu_schedule.vector_columns) ----
+
+MALI = GPU_MACHINES["mali-valhall"]
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("shape,tile", [((37, 50, 29), (4, 4)), ((64, 16, 64), (2, 8)),
+                                        ((3, 7, 8), (1, 4)), ((33, 20, 40), (4, 8))])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_float4_tiles_match_numpy(shape, tile, transposed: bool) -> None:
+    """A Mali tile of 4 or 8 columns holds float4 accumulators, loads the operand that moves
+    with the columns with vload4 and stores with vstore4 (partial tiles at the edge take the
+    scalar form); with B read transposed (not contiguous in the columns) it stays scalar."""
+    from lowering.gpu_schedule import gpu_default_schedule
+    from lowering.lower import lower_kernel
+    from targets.gpu.opencl_device import run_kernel
+
+    m, k, n = shape
+    a = te.placeholder((m, k), "float32", "a")
+    b = te.placeholder((n, k) if transposed else (k, n), "float32", "b")
+    r = te.reduce_axis(k, "r")
+    c = te.compute((m, n), lambda i, j: te.reduce_sum(
+        a[i, r.var] * (b[j, r.var] if transposed else b[r.var, j]), [r]), name="c")
+    kern = lower_kernel("mm", [a, b], [c], lambda t: gpu_default_schedule(t, MALI, tile))
+    body = render_kernel(kern).body
+    assert (body.count("aotc_vload4(") == 1 and body.count("aotc_vstore4(") == 1) != transposed
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    y = rng.standard_normal(b.shape).astype(np.float32)
+    got, = run_kernel(kern, [x, y])
+    np.testing.assert_allclose(got, x @ (y.T if transposed else y), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.opencl
+@needs_opencl
+@pytest.mark.parametrize("name", ["conv_pad1_stride2", "conv1x1", "matmul128x96x64",
+                                  "gemm_transB_bias"])
+def test_float4_models_on_mali_match_onnxruntime(name: str) -> None:
+    """Compiled for mali (its cost model's tiles), on PoCL, against onnxruntime."""
+    from targets.gpu.opencl_program import run_program
+
+    model = _models()[name]
+    program = compile_model(load_graph(model), gpu_target("mali"), name="m")
+    assert program.gpu is not None and "AOTC_BARRIER;" not in program.gpu.source
+    feeds = _feeds(model)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    got = run_program(program, list(feeds.values()))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+
+
+@needs_nvcc
+def test_float4_tiles_compile_as_cuda() -> None:
+    """The float4 body under CUDA's prelude (float4 arithmetic defined there, loads and
+    stores element by element) compiles to PTX that ptxas accepts for sm_90."""
+    from lowering.gpu_schedule import gpu_default_schedule
+    from lowering.lower import lower_kernel
+    from targets.gpu.codegen import cuda_to_ptx
+    from targets.gpu.render import render_module
+
+    a, b, c = _matmul(33, 20, 40)
+    kern = lower_kernel("mm", [a, b], [c], lambda t: gpu_default_schedule(t, MALI, (4, 8)))
+    source = render_module([render_kernel(kern)], "cuda")
+    assert "aotc_vload4(" in source
+    assert ".entry mm_s0(" in cuda_to_ptx(source, "sm_90")

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from lowering import te
-from lowering.affine import interval
+from lowering.affine import interval, normalize
 from lowering.loop_ir import (
     Barrier,
     Buffer,
@@ -164,6 +164,30 @@ AOTC_FN u16 aotc_f32_to_bf16(f32 x) {
 """
 
 
+# float4 register tiles (`_StageWriter.accumulate_vector`): OpenCL's float4 with its
+# arithmetic and vload4/vstore4 (no alignment beyond a float's); CUDA's float4 has no
+# arithmetic, so the prelude defines it, and loads and stores element by element, since a
+# float4 access needs 16-byte alignment that a tile's first column does not have
+_VECTORS = {
+    "opencl": ("typedef float4 f32x4;\n"
+               "#define AOTC_F32X4(x) ((f32x4)(x))\n"
+               "#define aotc_vload4(p) vload4(0, p)\n"
+               "#define aotc_vstore4(v, p) vstore4(v, 0, p)\n"),
+    "cuda": ("typedef float4 f32x4;\n"
+             "#define AOTC_F32X4(x) make_float4(x, x, x, x)\n"
+             "AOTC_FN f32x4 operator+(f32x4 a, f32x4 b) "
+             "{ return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }\n"
+             "AOTC_FN f32x4 operator-(f32x4 a, f32x4 b) "
+             "{ return make_float4(a.x - b.x, a.y - b.y, a.z - b.z, a.w - b.w); }\n"
+             "AOTC_FN f32x4 operator*(f32x4 a, f32x4 b) "
+             "{ return make_float4(a.x * b.x, a.y * b.y, a.z * b.z, a.w * b.w); }\n"
+             "AOTC_FN f32x4 aotc_vload4(const f32* p) "
+             "{ return make_float4(p[0], p[1], p[2], p[3]); }\n"
+             "AOTC_FN void aotc_vstore4(f32x4 v, f32* p) "
+             "{ p[0] = v.x; p[1] = v.y; p[2] = v.z; p[3] = v.w; }\n"),
+}
+
+
 def prelude(dialect: str, uses_f64: bool = False) -> str:
     """What a module's source starts with in `dialect`: the only text that differs between
     the two renderings."""
@@ -173,7 +197,7 @@ def prelude(dialect: str, uses_f64: bool = False) -> str:
     if dialect == "opencl" and uses_f64:
         head += "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
     f64 = "typedef double f64;\n"
-    return head + _MACROS[dialect] + _TYPEDEFS[dialect] + f64 + _HELPERS
+    return head + _MACROS[dialect] + _TYPEDEFS[dialect] + f64 + _VECTORS[dialect] + _HELPERS
 
 
 @dataclass
@@ -246,12 +270,12 @@ class _StageWriter:
             i += 1
 
     def loop(self, s: For) -> None:
-        if s.kind in ("block", "thread", "parallel", "vectorize"):
+        if s.kind in ("block", "thread", "parallel"):
             raise RenderError(f"a {s.kind} loop inside a GPU stage nest")
         v = self.var(s.var)
         start, end = self.expr(s.start), self.expr(s.extent)
         self.note_range(s)
-        if s.kind == "unroll":
+        if s.kind in ("unroll", "vectorize"):  # a vector tile outside a reduction: scalars
             self.line("#pragma unroll")
         self.open(f"for (i64 {v} = {start}; {v} < {end}; ++{v})")
         self.stmt(s.body)
@@ -305,7 +329,7 @@ class _StageWriter:
         own = [ld for ld in _loads(inner.value) if ld.buf is first.buf]
         if len(own) != 1 or repr(own[0].index) != repr(first.index):
             return False  # reads its output elsewhere too: keep the memory form
-        if any(lp.kind not in ("serial", "unroll") for lp in loops):
+        if any(lp.kind not in ("serial", "unroll", "vectorize") for lp in loops):
             raise RenderError("a bound loop inside a GPU stage nest")
         try:
             sizes = [_max_extent(lp.extent) for lp in tile]
@@ -313,6 +337,35 @@ class _StageWriter:
             return False
         if any(not (isinstance(lp.start, te.Const) and lp.start.value == 0) for lp in tile):
             return False
+        red = _Reduction(first, inner, own[0], tile, sizes, loops[:n_reduce], heads)
+        last = tile[-1] if tile else None
+        if last is None or last.kind != "vectorize" or not self.vectorizable(red):
+            self.accumulate_scalar(red)
+        elif isinstance(last.extent, te.Const) and last.extent.value == sizes[-1]:
+            self.accumulate_vector(red)
+        else:  # a partial tile at the edge takes the scalar form
+            self.open(f"if ({self.expr(last.extent)} == {sizes[-1]})")
+            self.accumulate_vector(red)
+            self.close()
+            self.open("else")
+            self.accumulate_scalar(red)
+            self.close()
+        return True
+
+    def reduce_loops(self, red: _Reduction) -> None:
+        """Open the reduction's loops, each starting with its heads (staged copies)."""
+        for pos, lp in enumerate(red.loops):
+            self.note_range(lp)
+            v = self.var(lp.var)
+            start, end = self.expr(lp.start), self.expr(lp.extent)
+            if lp.kind == "unroll":
+                self.line("#pragma unroll")
+            self.open(f"for (i64 {v} = {start}; {v} < {end}; ++{v})")
+            for h in red.heads.get(pos, []):
+                self.stmt(h)
+
+    def accumulate_scalar(self, red: _Reduction) -> None:
+        first, tile, sizes = red.first, red.tile, red.sizes
         acc = self.tmp()
         reg = _REG[first.buf.dtype]
         if not tile:
@@ -330,17 +383,9 @@ class _StageWriter:
             self.line(f"{element} = {self.expr(first.value)};")
             while self.depth > depth:
                 self.close()
-        for pos, lp in enumerate(loops[:n_reduce]):
-            self.note_range(lp)
-            v = self.var(lp.var)
-            start, end = self.expr(lp.start), self.expr(lp.extent)
-            if lp.kind == "unroll":
-                self.line("#pragma unroll")
-            self.open(f"for (i64 {v} = {start}; {v} < {end}; ++{v})")
-            for h in heads.get(pos, []):
-                self.stmt(h)
+        self.reduce_loops(red)
         self.tile_loops(tile, sizes, guard=True)
-        value = _replace_load(inner.value, own[0], _Register(element, first.buf.dtype))
+        value = _replace_load(red.update.value, red.own, _Register(element, first.buf.dtype))
         self.line(f"{element} = {self.expr(value)};")
         while self.depth > depth:
             self.close()
@@ -348,7 +393,78 @@ class _StageWriter:
         self.store(first.buf, first.index, element)
         while self.depth > depth:
             self.close()
-        return True
+
+    # float4 register tiles ------------------------------------------------------------------
+    def vectorizable(self, red: _Reduction) -> bool:
+        """Whether a register tile whose innermost loop is marked "vectorize" takes the
+        float4 form: float32 throughout, a multiple of 4 columns, the output and every load
+        that moves with the columns contiguous in them, only +, -, * on the vectors."""
+        j = red.tile[-1].var
+        return (red.first.buf.dtype == "float32" and red.sizes[-1] % _LANES == 0
+                and _contiguous(red.first.index, j)
+                and _vector_ok(red.first.value, j, None)
+                and _vector_ok(red.update.value, j, red.own))
+
+    def accumulate_vector(self, red: _Reduction) -> None:
+        """The register tile as float4 accumulators: per group of 4 columns, one vector
+        load (vload4) of each operand that moves with the columns, the others broadcast, one
+        vector store after the reduction."""
+        first, tile, sizes = red.first, red.tile, red.sizes
+        acc = self.tmp()
+        groups = [*sizes[:-1], sizes[-1] // _LANES]
+        self.line(f"f32x4 {acc}[{math.prod(groups)}];")
+        strides = [math.prod(groups[i + 1:]) for i in range(len(groups))]
+        terms = [f"{self.var(lp.var)} * {st}" for lp, st in zip(tile[:-1], strides[:-1],
+                                                                 strict=True)]
+        element = f"{acc}[" + " + ".join([*terms, f"{self.var(tile[-1].var)} / {_LANES}"]) + "]"
+        reg = _Register(element, "float32")
+        depth = self.depth
+        self.vector_tile_loops(red, guard=bool(_loads(first.value)))
+        text, vector = self.vexpr(first.value, tile[-1].var, None, reg)
+        self.line(f"{element} = {text if vector else f'AOTC_F32X4({text})'};")
+        while self.depth > depth:
+            self.close()
+        self.reduce_loops(red)
+        self.vector_tile_loops(red, guard=True)
+        self.line(f"{element} = {self.vexpr(red.update.value, tile[-1].var, red.own, reg)[0]};")
+        while self.depth > depth:
+            self.close()
+        self.vector_tile_loops(red, guard=True)
+        self.line(f"aotc_vstore4({element}, {self.bufs[id(first.buf)]} + "
+                  f"{self.expr(first.index)});")
+        while self.depth > depth:
+            self.close()
+
+    def vector_tile_loops(self, red: _Reduction, guard: bool) -> None:
+        """The tile's loops, the innermost stepping by 4 (its variable the group's first
+        column)."""
+        self.tile_loops(red.tile[:-1], red.sizes[:-1], guard)
+        lp, n = red.tile[-1], red.sizes[-1]
+        v = self.var(lp.var)
+        self.ranges[lp.var] = (0, n - 1)
+        self.line("#pragma unroll")
+        self.open(f"for (i64 {v} = 0; {v} < {n}; {v} += {_LANES})")
+
+    def vexpr(self, e: te.Expr, j: te.Var, own: BufLoad | None,
+              reg: _Register) -> tuple[str, bool]:
+        """`e` (accepted by `_vector_ok`) as C text, and whether it is a float4: the
+        accumulator in place of `own`, a vload4 for a load that moves with `j`."""
+        if own is not None and e is own:
+            return reg.name, True
+        if not _moves(e, j, own):
+            return self.expr(e), False
+        if isinstance(e, BufLoad):
+            r = self.tmp()
+            self.line(f"const f32x4 {r} = aotc_vload4({self.bufs[id(e.buf)]} + "
+                      f"{self.expr(e.index)});")
+            return r, True
+        assert isinstance(e, te.Binary)
+        a, va = self.vexpr(e.a, j, own, reg)
+        b, vb = self.vexpr(e.b, j, own, reg)
+        a, b = (a if va else f"AOTC_F32X4({a})"), (b if vb else f"AOTC_F32X4({b})")
+        r = self.tmp()
+        self.line(f"const f32x4 {r} = {a} {_ARITH[e.op]} {b};")
+        return r, True
 
     def tile_loops(self, tile: list[For], sizes: list[int], guard: bool) -> None:
         """Open a register tile's loops at their full (constant) sizes, so that they unroll
@@ -566,6 +682,48 @@ def _replace_load(e: te.Expr, old: BufLoad, new: te.Expr,
     if id(e) not in memo:
         memo[id(e)] = te.map_children(e, lambda c: _replace_load(c, old, new, memo))
     return memo[id(e)]
+
+
+_LANES = 4  # floats in a float4
+
+
+@dataclass
+class _Reduction:
+    """A register-tiled reduction as `_StageWriter.accumulate` found it."""
+
+    first: Store  # the initial value's store
+    update: Store  # the combining store, innermost
+    own: BufLoad  # its load of the element it updates
+    tile: list[For]
+    sizes: list[int]  # the tile loops' full sizes
+    loops: list[For]  # the reduce loops, outermost first
+    heads: dict[int, list[Stmt]]  # statements the reduce loop at a position starts with
+
+
+def _moves(e: te.Expr, j: te.Var, own: BufLoad | None) -> bool:
+    """Whether `e` changes with column `j` of a vector tile (or is the accumulator)."""
+    if own is not None and e is own:
+        return True
+    if isinstance(e, BufLoad):
+        return te.mentions(e.index, j)
+    return te.mentions(e, j) or any(_moves(c, j, own) for c in te.children(e))
+
+
+def _contiguous(index: te.Expr, j: te.Var) -> bool:
+    form = normalize(index)
+    return form is not None and form.depends_only_linearly(j) and form.coefficient(j) == 1
+
+
+def _vector_ok(e: te.Expr, j: te.Var, own: BufLoad | None) -> bool:
+    """Whether `e` has a float4 form over column `j`: what moves with `j` is the
+    accumulator, a contiguous float32 load, or +, -, * of such."""
+    if not _moves(e, j, own) or (own is not None and e is own):
+        return True
+    if isinstance(e, BufLoad):
+        return e.buf.dtype == "float32" and _contiguous(e.index, j)
+    if isinstance(e, te.Binary) and e.op in ("add", "sub", "mul") and e.dtype == "float32":
+        return _vector_ok(e.a, j, own) and _vector_ok(e.b, j, own)
+    return False
 
 
 def _stores_to(s: Stmt, buf: Buffer) -> bool:
