@@ -178,7 +178,8 @@ static int cu_launch(aotc_gpu_context *base, const aotc_gpu_launch *launch, int3
     int32_t a;
     CUresult e;
     for (a = 0; a < num_args; ++a) { /* the kernels take (pointer, byte offset) per buffer */
-        pointers[a] = c->buffers[buffers[a]];
+        void *mine = aotc_gpu_buffer_override(base, buffers[a]);
+        pointers[a] = mine != NULL ? (CUdeviceptr)(uintptr_t)mine : c->buffers[buffers[a]];
         values[a] = (long long)offsets[a];
         params[2 * a] = &pointers[a];
         params[2 * a + 1] = &values[a];
@@ -198,6 +199,28 @@ static int cu_finish(aotc_gpu_context *base) {
     cu_context_data *c = (cu_context_data *)base;
     CUresult e = cuStreamSynchronize(c->stream);
     return e == CUDA_SUCCESS ? AOTC_OK : cu_fail(c, "cuStreamSynchronize", e, "running the kernels");
+}
+
+static int cu_check_device_buffer(aotc_gpu_context *base, void *buffer, uint64_t bytes,
+                                  const char *what) {
+    CUdeviceptr at = (CUdeviceptr)(uintptr_t)buffer, start = 0;
+    size_t size = 0;
+    CUresult e = cuMemGetAddressRange(&start, &size, at);
+    if (e != CUDA_SUCCESS)
+        return aotc_gpu_fail(base, AOTC_ERR_BAD_ARGUMENT,
+                             "%s is not device memory of the device's primary context (cuMemGetAddressRange: %d)",
+                             what, (int)e);
+    if ((uint64_t)(start + size - at) < bytes)
+        return aotc_gpu_fail(base, AOTC_ERR_BAD_SIZE, "%s: %llu bytes from it to the end of its allocation; "
+                             "the model's holds %llu", what, (unsigned long long)(start + size - at),
+                             (unsigned long long)bytes);
+    return AOTC_OK;
+}
+
+static void cu_native(const aotc_gpu_context *base, void **device_context, void **queue) {
+    const cu_context_data *c = (const cu_context_data *)base;
+    *device_context = (void *)c->context;
+    *queue = (void *)c->stream;
 }
 
 static void cu_release(aotc_gpu_context *base) {
@@ -221,5 +244,5 @@ static void cu_release(aotc_gpu_context *base) {
 
 const aotc_gpu_api aotc_cuda_api = {
     sizeof(cu_context_data), cu_set_up, cu_max_threads, cu_begin, cu_write, cu_launch, cu_read,
-    cu_finish, cu_end, cu_release, "AOTC_CUDA_DEVICE",
+    cu_finish, cu_end, cu_release, cu_check_device_buffer, cu_native, "AOTC_CUDA_DEVICE",
 };

@@ -21,6 +21,16 @@ uint64_t aotc_gpu_buffer_size(const aotc_gpu_model *m, int32_t index) {
     return size > 0 ? size : 1;
 }
 
+void *aotc_gpu_buffer_override(const aotc_gpu_context *c, int32_t index) {
+    const aotc_model_desc *d = c->m->model->desc;
+    int32_t first_output = AOTC_GPU_FIRST_INPUT + d->num_inputs;
+    if (c->device_inputs != NULL && index >= AOTC_GPU_FIRST_INPUT && index < first_output)
+        return c->device_inputs[index - AOTC_GPU_FIRST_INPUT];
+    if (c->device_outputs != NULL && index >= first_output && index < first_output + d->num_outputs)
+        return c->device_outputs[index - first_output];
+    return NULL;
+}
+
 int aotc_gpu_fail(aotc_gpu_context *c, int status, const char *fmt, ...) {
     va_list args;
     va_start(args, fmt);
@@ -181,6 +191,56 @@ int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *ou
     else memcpy(c->error, first, sizeof first); /* the first failure's message */
     if (c->api->end != NULL) c->api->end(c);
     return rc;
+}
+
+/* Every application buffer of a device run belongs to the context and is large enough. */
+static int check_device_buffers(aotc_gpu_context *c, void *const *inputs, void *const *outputs) {
+    const aotc_model_desc *d = c->m->model->desc;
+    char what[64];
+    int32_t i;
+    int rc = AOTC_OK;
+    for (i = 0; i < d->num_inputs && rc == AOTC_OK; ++i) {
+        snprintf(what, sizeof what, "input %d", (int)i);
+        rc = c->api->check_device_buffer(c, inputs[i], d->inputs[i].num_bytes, what);
+    }
+    for (i = 0; i < d->num_outputs && rc == AOTC_OK; ++i) {
+        snprintf(what, sizeof what, "output %d", (int)i);
+        rc = c->api->check_device_buffer(c, outputs[i], d->outputs[i].num_bytes, what);
+    }
+    return rc;
+}
+
+int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *outputs) {
+    int32_t i;
+    int rc, waited;
+    if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    c->error[0] = '\0';
+    rc = check_run(c->m, (const void *const *)inputs, outputs);
+    if (rc != AOTC_OK) return rc;
+    if (c->api->begin != NULL && (rc = c->api->begin(c)) != AOTC_OK) return rc;
+    rc = check_device_buffers(c, inputs, outputs);
+    if (rc == AOTC_OK) {
+        char first[AOTC_GPU_MESSAGE_SIZE];
+        c->device_inputs = inputs;
+        c->device_outputs = outputs;
+        for (i = 0; i < c->m->num_steps && rc == AOTC_OK; ++i) rc = launch_step(c, &c->m->steps[i]);
+        c->device_inputs = NULL;
+        c->device_outputs = NULL;
+        memcpy(first, c->error, sizeof first);
+        waited = c->api->finish(c);
+        if (rc == AOTC_OK) rc = waited;
+        else memcpy(c->error, first, sizeof first);
+    }
+    if (c->api->end != NULL) c->api->end(c);
+    return rc;
+}
+
+int aotc_gpu_native(const aotc_gpu_context *c, void **device_context, void **queue) {
+    void *ignored;
+    if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    c->api->native(c, device_context != NULL ? device_context : &ignored,
+                   queue != NULL ? queue : &ignored);
+    return AOTC_OK;
 }
 
 void aotc_gpu_destroy(aotc_gpu_context *c) {

@@ -81,6 +81,12 @@ typedef struct aotc_gpu_api {
     int (*finish)(aotc_gpu_context *c); /* waits for the device; after every run, failed or not */
     void (*end)(aotc_gpu_context *c);   /* after a run (may be NULL) */
     void (*release)(aotc_gpu_context *c); /* whatever set_up made, also when it stopped halfway */
+    /* Checks an application's device buffer (aotc_gpu_run_device) after begin: it belongs to
+     * this context's device context and holds at least `bytes`; `what` names it for messages. */
+    int (*check_device_buffer)(aotc_gpu_context *c, void *buffer, uint64_t bytes, const char *what);
+    /* The API's own objects: OpenCL's cl_context and cl_command_queue, CUDA's CUcontext (the
+     * device's primary context) and CUstream. */
+    void (*native)(const aotc_gpu_context *c, void **device_context, void **queue);
     const char *device_env;             /* the environment variable choosing the device */
 } aotc_gpu_api;
 
@@ -89,6 +95,10 @@ struct aotc_gpu_context {
     const aotc_gpu_model *m;
     char device_name[256];
     char error[AOTC_GPU_MESSAGE_SIZE]; /* the last failure's message ("" after a good run) */
+    /* During aotc_gpu_run_device: the application's buffers of the inputs and outputs, which
+     * launches use in place of the context's own (aotc_gpu_buffer_override); NULL otherwise. */
+    void *const *device_inputs;
+    void *const *device_outputs;
 };
 
 extern const aotc_gpu_api aotc_opencl_api AOTC_INTERNAL;
@@ -102,6 +112,11 @@ int aotc_gpu_create(const aotc_gpu_api *api, const aotc_gpu_model *m, const unsi
                     aotc_gpu_context **out_ctx) AOTC_INTERNAL;
 /* Writes the inputs, launches every step, reads the outputs, waits for the device. */
 int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
+/* Launches every step on the application's device buffers (OpenCL: cl_mem; CUDA: CUdeviceptr
+ * as void *), each checked first, and waits for the device: no copy to or from the host. */
+int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *outputs) AOTC_INTERNAL;
+/* The API's objects (aotc_gpu_api.native) into *device_context and *queue (either may be NULL). */
+int aotc_gpu_native(const aotc_gpu_context *c, void **device_context, void **queue) AOTC_INTERNAL;
 void aotc_gpu_destroy(aotc_gpu_context *c) AOTC_INTERNAL;
 /* The message of the last failed run ("" after a successful one and for NULL). */
 const char *aotc_gpu_error(const aotc_gpu_context *c) AOTC_INTERNAL;
@@ -113,6 +128,9 @@ const char *aotc_gpu_device_name(const aotc_gpu_context *c) AOTC_INTERNAL;
 int32_t aotc_gpu_num_buffers(const aotc_gpu_model *m) AOTC_INTERNAL;
 /* The byte size of device buffer `index` (at least 1: no API allocates 0 bytes). */
 uint64_t aotc_gpu_buffer_size(const aotc_gpu_model *m, int32_t index) AOTC_INTERNAL;
+/* The application's buffer that stands for buffer `index` during aotc_gpu_run_device (an input
+ * or an output), else NULL: the context's own buffer. */
+void *aotc_gpu_buffer_override(const aotc_gpu_context *c, int32_t index) AOTC_INTERNAL;
 /* printf into c->error; returns `status`. */
 int aotc_gpu_fail(aotc_gpu_context *c, int status, const char *fmt, ...) AOTC_INTERNAL
 #if defined(__GNUC__)

@@ -370,7 +370,9 @@ static int cl_launch(aotc_gpu_context *base, const aotc_gpu_launch *launch, int3
     cl_int e = CL_SUCCESS;
     for (a = 0; a < num_args && e == CL_SUCCESS; ++a) {
         cl_long offset = (cl_long)offsets[a];
-        e = clSetKernelArg(k, (cl_uint)(2 * a), sizeof(cl_mem), &c->buffers[buffers[a]]);
+        cl_mem mem = (cl_mem)aotc_gpu_buffer_override(base, buffers[a]);
+        if (mem == NULL) mem = c->buffers[buffers[a]];
+        e = clSetKernelArg(k, (cl_uint)(2 * a), sizeof(cl_mem), &mem);
         if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(2 * a + 1), sizeof offset, &offset);
     }
     if (e != CL_SUCCESS) return cl_fail(c, "clSetKernelArg", e, "");
@@ -389,6 +391,31 @@ static int cl_finish(aotc_gpu_context *base) {
     cl_context_data *c = (cl_context_data *)base;
     cl_int e = clFinish(c->queue);
     return e == CL_SUCCESS ? AOTC_OK : cl_fail(c, "clFinish", e, "running the kernels");
+}
+
+static int cl_check_device_buffer(aotc_gpu_context *base, void *buffer, uint64_t bytes,
+                                  const char *what) {
+    cl_context_data *c = (cl_context_data *)base;
+    cl_context owner = NULL;
+    size_t size = 0;
+    cl_int e = clGetMemObjectInfo((cl_mem)buffer, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+    if (e == CL_SUCCESS) e = clGetMemObjectInfo((cl_mem)buffer, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (e != CL_SUCCESS)
+        return aotc_gpu_fail(base, AOTC_ERR_BAD_ARGUMENT, "%s is not an OpenCL buffer (clGetMemObjectInfo: %s)",
+                             what, cl_error_name(e));
+    if (owner != c->context)
+        return aotc_gpu_fail(base, AOTC_ERR_BAD_ARGUMENT,
+                             "%s is a buffer of another OpenCL context (make it in the context's own)", what);
+    if ((uint64_t)size < bytes)
+        return aotc_gpu_fail(base, AOTC_ERR_BAD_SIZE, "%s holds %llu bytes; the model's holds %llu", what,
+                             (unsigned long long)size, (unsigned long long)bytes);
+    return AOTC_OK;
+}
+
+static void cl_native(const aotc_gpu_context *base, void **device_context, void **queue) {
+    const cl_context_data *c = (const cl_context_data *)base;
+    *device_context = (void *)c->context;
+    *queue = (void *)c->queue;
 }
 
 static void cl_release(aotc_gpu_context *base) {
@@ -412,5 +439,5 @@ static void cl_release(aotc_gpu_context *base) {
 
 const aotc_gpu_api aotc_opencl_api = {
     sizeof(cl_context_data), cl_set_up, cl_max_threads, NULL, cl_write, cl_launch, cl_read,
-    cl_finish, NULL, cl_release, "AOTC_OPENCL_DEVICE",
+    cl_finish, NULL, cl_release, cl_check_device_buffer, cl_native, "AOTC_OPENCL_DEVICE",
 };

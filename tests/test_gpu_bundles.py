@@ -255,6 +255,112 @@ def test_opencl_api_errors_and_cache_under_asan(tmp_path: Path) -> None:
     assert "Sanitizer" not in proc.stderr
 
 
+_DEVICE_RUN_TEST = r"""
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+#include "model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CHECK(cond) do { if (!(cond)) { fprintf(stderr, "line %d: %s (%s)\n", __LINE__, #cond, model_context_error(ctx)); return 1; } } while (0)
+
+static float in[MODEL_INPUT_0_SIZE / 4], host_out[MODEL_OUTPUT_0_SIZE / 4], device_out[MODEL_OUTPUT_0_SIZE / 4];
+
+/* The model on the application's cl_mem buffers (model_run_device) against the host run, and
+ * the device run's argument checks. */
+int main(void) {
+    const void *ins[1] = {in};
+    void *outs[1] = {host_out};
+    model_context *ctx = NULL;
+    void *native_context = NULL, *native_queue = NULL;
+    cl_context cl_ctx, other_ctx;
+    cl_command_queue queue;
+    cl_device_id device;
+    cl_mem input, output, small, foreign;
+    void *device_ins[1], *device_outs[1];
+    cl_int e;
+    size_t i;
+    for (i = 0; i < sizeof in / sizeof in[0]; ++i) in[i] = (float)((int)(i % 5) - 2) * 0.5f;
+    CHECK(model_create(&ctx, 0) == AOTC_OK);
+    CHECK(model_run_context(ctx, ins, outs) == AOTC_OK);
+
+    CHECK(model_context_native(NULL, &native_context, &native_queue) == AOTC_ERR_NULL_ARGUMENT);
+    CHECK(model_context_native(ctx, &native_context, NULL) == AOTC_OK && native_context != NULL);
+    CHECK(model_context_native(ctx, NULL, &native_queue) == AOTC_OK && native_queue != NULL);
+    cl_ctx = (cl_context)native_context;
+    queue = (cl_command_queue)native_queue;
+    input = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, MODEL_INPUT_0_SIZE, NULL, &e);
+    CHECK(e == CL_SUCCESS);
+    output = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, MODEL_OUTPUT_0_SIZE, NULL, &e);
+    CHECK(e == CL_SUCCESS);
+    CHECK(clEnqueueWriteBuffer(queue, input, CL_FALSE, 0, MODEL_INPUT_0_SIZE, in, 0, NULL, NULL) == CL_SUCCESS);
+    device_ins[0] = input;
+    device_outs[0] = output;
+    CHECK(model_run_device(ctx, device_ins, device_outs) == AOTC_OK);
+    CHECK(model_run_device(ctx, device_ins, device_outs) == AOTC_OK);
+    CHECK(clEnqueueReadBuffer(queue, output, CL_TRUE, 0, MODEL_OUTPUT_0_SIZE, device_out, 0, NULL, NULL) == CL_SUCCESS);
+    CHECK(memcmp(host_out, device_out, sizeof host_out) == 0);
+
+    /* the argument checks */
+    CHECK(model_run_device(NULL, device_ins, device_outs) == AOTC_ERR_NULL_ARGUMENT);
+    CHECK(model_run_device(ctx, NULL, device_outs) == AOTC_ERR_NULL_ARGUMENT);
+    device_outs[0] = NULL;
+    CHECK(model_run_device(ctx, device_ins, device_outs) == AOTC_ERR_NULL_ARGUMENT);
+    small = clCreateBuffer(cl_ctx, CL_MEM_READ_WRITE, MODEL_OUTPUT_0_SIZE - 4, NULL, &e);
+    CHECK(e == CL_SUCCESS);
+    device_outs[0] = small;
+    CHECK(model_run_device(ctx, device_ins, device_outs) == AOTC_ERR_BAD_SIZE);
+    CHECK(strstr(model_context_error(ctx), "output 0 holds") != NULL);
+    CHECK(clGetContextInfo(cl_ctx, CL_CONTEXT_DEVICES, sizeof device, &device, NULL) == CL_SUCCESS);
+    other_ctx = clCreateContext(NULL, 1, &device, NULL, NULL, &e);
+    CHECK(e == CL_SUCCESS);
+    foreign = clCreateBuffer(other_ctx, CL_MEM_READ_WRITE, MODEL_INPUT_0_SIZE, NULL, &e);
+    CHECK(e == CL_SUCCESS);
+    device_ins[0] = foreign;
+    device_outs[0] = output;
+    CHECK(model_run_device(ctx, device_ins, device_outs) == AOTC_ERR_BAD_ARGUMENT);
+    CHECK(strstr(model_context_error(ctx), "input 0 is a buffer of another OpenCL context") != NULL);
+    device_ins[0] = input; /* a good run after failed ones */
+    CHECK(model_run_device(ctx, device_ins, device_outs) == AOTC_OK);
+    CHECK(model_context_error(ctx)[0] == '\0');
+
+    clReleaseMemObject(foreign);
+    clReleaseContext(other_ctx);
+    clReleaseMemObject(small);
+    clReleaseMemObject(output);
+    clReleaseMemObject(input);
+    model_destroy(ctx);
+    return 0;
+}
+"""
+
+
+@pytest.mark.opencl
+@needs_opencl
+def test_opencl_run_on_device_buffers(tmp_path: Path) -> None:
+    """model_run_device on cl_mem buffers the application made in the context
+    model_context_native gives: the same output as the host run, bit for bit; a buffer too
+    small, one of another context and NULL entries are refused with their status and message;
+    under AddressSanitizer/UBSan."""
+    out = _compile("mlp", tmp_path / "bundle", "mali")
+    build_bundle(out, cflags=_ASAN, ldflags="-fsanitize=address,undefined")
+    exe = tmp_path / "device_run"
+    (tmp_path / "device_run.c").write_text(_DEVICE_RUN_TEST)
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", *_ASAN.split(),
+                    f"-I{out}", "-o", str(exe), str(tmp_path / "device_run.c"),
+                    str(out / "libmodel.a"), "-fsanitize=address,undefined", "-lOpenCL",
+                    "-lpthread", "-lm"], check=True)
+    suppressions = tmp_path / "lsan.supp"
+    suppressions.write_text("leak:libpocl\nleak:libLLVM\n")
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+           "LSAN_OPTIONS": f"suppressions={suppressions}:print_suppressions=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr
+
+
 @pytest.mark.opencl
 @needs_opencl
 def test_kernel_build_failure_is_reported(tmp_path: Path) -> None:
@@ -264,6 +370,8 @@ def test_kernel_build_failure_is_reported(tmp_path: Path) -> None:
     broken = b"__kernel void model_k0_s0(__global uchar *p0, long o0) { this is not C; }\n"
     (out / "model_kernel_code.c").write_text(
         '#include "aotc_gpu.h"\n'
+        "extern const char model_kernel_target[] AOTC_INTERNAL;\n"
+        'const char model_kernel_target[] AOTC_INTERNAL = "opencl mali-valhall";\n'
         "extern const unsigned char model_kernel_code[] AOTC_INTERNAL;\n"
         "const unsigned char model_kernel_code[] AOTC_INTERNAL = {"
         + ",".join(str(b) for b in broken) + ",0};\n")
@@ -382,5 +490,9 @@ def test_cuda_ptx_rebuilt_for_another_architecture(tmp_path: Path, cuda_link) ->
     build_bundle(out, extra_env=make_env)  # the library and run_model relinked with it
     nm = subprocess.run(["nm", str(out / "libmodel.a")], capture_output=True, text=True).stdout
     assert "model_kernel_code" in nm
+    # the descriptor's target follows the PTX (model_describe()->triple)
+    strings = subprocess.run(["strings", str(out / "libmodel.a")], capture_output=True,
+                             text=True).stdout.splitlines()
+    assert "cuda sm_80" in strings and "cuda sm_90" not in strings
     _compile("mlp", out, "cuda")  # a built GPU bundle holds only files aotc knows: replaced
     assert ".target sm_90" in ptx.read_text() and not (out / "libmodel.a").exists()

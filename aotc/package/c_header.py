@@ -141,6 +141,23 @@ def _close(program: Program, api: list[str]) -> list[str]:
     ]
 
 
+def _device_run_doc(n: str, up: str, opencl: bool) -> list[str]:
+    """The comment of NAME_run_device: what a device buffer is in either API."""
+    what = ([" * inputs[i] and outputs[i] are cl_mem buffers made in the OpenCL context",
+             f" * {n}_context_native gives (cast to void *),"] if opencl else
+            [" * inputs[i] and outputs[i] are CUdeviceptr values cast to void * ((void *)(uintptr_t)p),",
+             " * allocated on the context's device in its primary context (cuMemAlloc there, or cudaMalloc),"])
+    ready = ("enqueued on the queue it gives, or finished" if opencl else
+             "synchronised: the kernels run on a stream of their own")
+    return ["/* Runs the model on device memory the application owns, with no copy to or from the host:",
+            *what,
+            f" * each holding at least the tensor's bytes ({up}_INPUT_<i>_SIZE, {up}_OUTPUT_<i>_SIZE). The",
+            f" * inputs must be written before the call ({ready}); the",
+            " * outputs are written when it returns. Outputs must not overlap the inputs or each other. A",
+            " * buffer that is not one of the context's: AOTC_ERR_BAD_ARGUMENT; too small: AOTC_ERR_BAD_SIZE",
+            f" * (with {n}_context_error's message). */"]
+
+
 def render_gpu_header(program: Program) -> str:
     """NAME.h of a GPU bundle: the CPU bundle's contract where it applies (create, run with
     inputs and outputs in host memory, destroy, status codes), on a device."""
@@ -190,6 +207,15 @@ def render_gpu_header(program: Program) -> str:
         " * the outputs back; returns once they are written (the device synchronised). One call per",
         " * context at a time. */",
         f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
+        "",
+        *_device_run_doc(n, up, opencl),
+        f"int {n}_run_device({n}_context *ctx, void *const *inputs, void *const *outputs);",
+        "",
+        "/* The device API's objects of ctx, for an application that shares them: " + (
+            "its cl_context and" if opencl else "the device's primary CUcontext and"),
+        " * " + ("cl_command_queue" if opencl else "the CUstream the kernels run on")
+        + " (either pointer may be NULL). AOTC_ERR_NULL_ARGUMENT for a NULL ctx. */",
+        f"int {n}_context_native(const {n}_context *ctx, void **device_context, void **queue);",
         "",
         "/* Waits for the device and frees everything ctx owns on it and on the host; NULL is a no-op. */",
         f"void {n}_destroy({n}_context *ctx);",

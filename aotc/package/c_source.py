@@ -192,9 +192,10 @@ def render_linked_source(program: Program) -> str:
     ])
 
 
-def descriptor(program: Program, target: str) -> list[str]:
+def descriptor(program: Program, target: str, target_symbol: str | None = None) -> list[str]:
     """The inputs' and outputs' tables and the model's descriptor `NAME_desc` (`target`: its
-    triple field)."""
+    triple field; `target_symbol`: a C string defined elsewhere to use instead, one a build
+    step may rewrite)."""
     n = program.name
     in_lines, in_expr = _tensor_table(n, "input", program.inputs)
     out_lines, out_expr = _tensor_table(n, "output", program.outputs)
@@ -206,7 +207,8 @@ def descriptor(program: Program, target: str) -> list[str]:
         "",
         f"static const aotc_model_desc {n}_desc = {{",
         f"    {c_string(n)}, {len(program.inputs)}, {in_expr}, {len(program.outputs)}, {out_expr},",
-        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {c_string(target)}{dims_fields}",
+        f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {target_symbol or c_string(target)}"
+        f"{dims_fields}",
         "};",
     ]
 

@@ -40,13 +40,16 @@ def code_bytes(program: Program) -> bytes:
 
 
 def code_array(program: Program, what: str) -> str:
-    """NAME_kernel_code.c: `data` as a NUL-terminated C array (`make ptx` rewrites it in the
-    same form from a rebuilt NAME_kernels.ptx)."""
+    """NAME_kernel_code.c: what the device loads as a NUL-terminated C array, and the target it
+    was compiled for, which the descriptor reports (`make ptx` rewrites both in the same form
+    from a rebuilt NAME_kernels.ptx)."""
     n, data = program.name, code_bytes(program)
     rows = ["    " + ",".join(str(b) for b in data[i:i + 24]) + "," for i in range(0, len(data), 24)]
     return "\n".join([
         banner(what),
         '#include "aotc_gpu.h"',
+        f"extern const char {n}_kernel_target[] AOTC_INTERNAL;",
+        f"const char {n}_kernel_target[] AOTC_INTERNAL = {c_string(target_text(program))};",
         f"extern const unsigned char {n}_kernel_code[] AOTC_INTERNAL;",
         f"const unsigned char {n}_kernel_code[] AOTC_INTERNAL = {{",
         *rows,
@@ -137,6 +140,14 @@ int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *ou
     return aotc_gpu_run({ctx}, inputs, outputs);
 }}
 
+int {n}_run_device({n}_context *ctx, void *const *inputs, void *const *outputs) {{
+    return aotc_gpu_run_device({ctx}, inputs, outputs);
+}}
+
+int {n}_context_native(const {n}_context *ctx, void **device_context, void **queue) {{
+    return aotc_gpu_native({const_ctx}, device_context, queue);
+}}
+
 void {n}_destroy({n}_context *ctx) {{ aotc_gpu_destroy({ctx}); }}
 
 int {n}_context_num_threads(const {n}_context *ctx) {{ return ctx == NULL ? 0 : 1; }}
@@ -165,8 +176,10 @@ def render_gpu_source(program: Program) -> str:
         f"/* What the device loads ({'OpenCL C source' if gpu.dialect == 'opencl' else 'PTX'}), "
         f"NUL-terminated, in {n}_kernel_code.c. */",
         f"extern const unsigned char {n}_kernel_code[] AOTC_INTERNAL;",
+        "/* What the kernels were compiled for (the descriptor's target), beside them. */",
+        f"extern const char {n}_kernel_target[] AOTC_INTERNAL;",
         "",
-        *descriptor(program, target_text(program)),
+        *descriptor(program, target_text(program), f"{n}_kernel_target"),
         "",
         *_tables(program),
         "",

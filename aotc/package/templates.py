@@ -107,6 +107,8 @@ ptx:
 \t$(NVCC) -ptx -arch=$(CUDA_ARCH) -O3 -o @NAME@_kernels.ptx @NAME@_kernels.cu
 \t{ echo '/* @NAME@_kernels.ptx ($(CUDA_ARCH)) as a C array, written by make ptx */'; \\
 \t  echo '#include "aotc_gpu.h"'; \\
+\t  echo 'extern const char @NAME@_kernel_target[] AOTC_INTERNAL;'; \\
+\t  echo 'const char @NAME@_kernel_target[] AOTC_INTERNAL = "cuda $(CUDA_ARCH)";'; \\
 \t  echo 'extern const unsigned char @NAME@_kernel_code[] AOTC_INTERNAL;'; \\
 \t  echo 'const unsigned char @NAME@_kernel_code[] AOTC_INTERNAL = {'; \\
 \t  od -An -v -tu1 @NAME@_kernels.ptx | sed 's/[0-9][0-9]*/&,/g'; \\
@@ -243,6 +245,11 @@ _README_GPU = {
         "CACHE": ("a file for the built program: read when it was built from these kernels "
                   "for this device and driver, else written after the build, atomically; a "
                   "file that cannot be read or written costs only the build"),
+
+        "DEVICE_BUFFERS": ("`cl_mem` buffers made in the context's `cl_context` "
+                           "(`@NAME@_context_native`), cast to `void *`; write the inputs "
+                           "before the call (enqueued on its queue, or finished)"),
+        "NATIVE": "its `cl_context` and `cl_command_queue`",
     },
     "cuda": {
         "API_NAME": "CUDA", "NEEDS": ("`cuda.h` to build (the CUDA toolkit; `CUDA_PATH`, "
@@ -261,6 +268,12 @@ _README_GPU = {
         "CREATE_WHAT": ("Loads the PTX (`cuModuleLoadDataEx`) into the device's primary context, "
                         "creates one stream and allocates the device's buffers."),
         "CACHE": "OpenCL only; the CUDA driver keeps its own cache of compiled PTX",
+
+        "DEVICE_BUFFERS": ("`CUdeviceptr` values cast to `void *` (`(void *)(uintptr_t)p`), "
+                           "allocated on the device in its primary context (`cuMemAlloc` "
+                           "there, or `cudaMalloc`); the inputs complete before the call (the "
+                           "kernels run on a stream of their own)"),
+        "NATIVE": "the device's primary `CUcontext` and the `CUstream` the kernels run on",
     },
 }
 
