@@ -206,3 +206,69 @@ def test_bert_exports_run_every_length(dynamo, tmp_path):
     assert len(result.islands) == 1 and result.left_out == []
     dims = _input_dims(result.model_path)
     assert isinstance(dims["input_ids"][1], str) and isinstance(dims["last_hidden_state"][1], str)
+
+
+_ASAN_RUN = r"""
+import sys
+import numpy as np
+import onnxruntime as ort
+model, library, feeds, outputs = sys.argv[1:5]
+so = ort.SessionOptions()
+so.intra_op_num_threads = 2
+so.register_custom_ops_library(library)
+sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+data = np.load(feeds)
+results = {}
+for n in sorted({int(k.split("_")[1]) for k in data.files}):
+    feed = {name: data[f"{name}_{n}"] for name in ("ids", "mask")}
+    try:
+        for i, y in enumerate(sess.run(None, feed)):
+            results[f"{n}_{i}"] = y
+    except Exception as e:  # an out-of-range length: onnxruntime's error, with the island's message
+        results[f"{n}_error"] = np.array(str(e))
+np.savez(outputs, **results)
+"""
+
+
+def test_the_range_library_is_clean_under_asan_and_ubsan(encoder, tmp_path):
+    """The range library rebuilt by its Makefile with AddressSanitizer/UBSan, loaded by
+    onnxruntime (2 threads) in a process that preloads libasan: lengths 1, 7 and the bound match
+    onnxruntime on the original model, one past the bound is an error naming the input, and no
+    sanitizer report. (Leaks are not checked: Python's and onnxruntime's allocations at exit.)"""
+    import shutil
+
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True,
+                          text=True).stdout.strip() if shutil.which("gcc") else ""
+    if not os.path.isabs(asan):
+        pytest.skip("gcc's libasan is not installed")
+    result = emit_ort(encoder, tmp_path / "out", input_shapes=SHAPES, name="m")
+    lib = result.library_path
+    lib.unlink()
+    subprocess.run(["make", "CC=gcc", "CFLAGS=-O1 -g -fno-omit-frame-pointer "
+                    "-fsanitize=address,undefined -fno-sanitize-recover=all"],
+                   cwd=lib.parent, check=True, capture_output=True)
+    symbols = subprocess.run(["nm", "-D", str(lib)], capture_output=True, text=True).stdout
+    assert "__asan_report" in symbols and "__ubsan_handle" in symbols  # instrumented
+    lengths = (1, 7, BOUND, BOUND + 1)
+    feeds = {}
+    for n in lengths:
+        feeds |= {f"{k}_{n}": v for k, v in _feed(n).items()}
+    np.savez(tmp_path / "feeds.npz", **feeds)
+    (tmp_path / "run.py").write_text(_ASAN_RUN)
+    # libstdc++ preloaded too: ASan intercepts __cxa_throw, which onnxruntime's error path calls,
+    # and finds the real one only in a library loaded before it
+    cxx = subprocess.run(["gcc", "-print-file-name=libstdc++.so.6"], capture_output=True,
+                         text=True).stdout.strip()
+    env = {**os.environ, "LD_PRELOAD": f"{asan} {cxx}", "ASAN_OPTIONS": "detect_leaks=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    proc = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(result.model_path),
+                           str(lib), str(tmp_path / "feeds.npz"), str(tmp_path / "got.npz")],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Sanitizer" not in proc.stderr and "runtime error" not in proc.stderr, proc.stderr
+    got = np.load(tmp_path / "got.npz")
+    want_sess = _session(encoder, None)
+    for n in lengths[:-1]:
+        for i, w in enumerate(want_sess.run(None, _feed(n))):
+            np.testing.assert_allclose(got[f"{n}_{i}"], w, rtol=1e-4, atol=1e-5)
+    assert f"input 0 ('ids') has length {BOUND + 1} on axis 1" in str(got[f"{BOUND + 1}_error"])
