@@ -221,3 +221,81 @@ def parse_int_gemm_routine(name: str) -> IntGemmBlock | None:
         return None
     return IntGemmBlock(INT_DOTS[m.group(1)], int(m.group(2)), int(m.group(3)),
                         bool(m.group(4)))
+
+
+# Matrix instructions of GPUs (tensor cores) ---------------------------------------------------
+MMA_PREFIX = "aotc_mma_"
+MMA_OPS = ("fill", "mma", "store")
+
+
+@dataclass(frozen=True)
+class MmaInstruction:
+    """A warp-level matrix multiply-accumulate instruction, described by what it computes:
+
+        C[i, j] += A[i, kk] * B[kk, j]      i < m, j < n, kk < k
+
+    with A (m x k) and B (k x n) of the element type `operand` read from local memory in the
+    layouts `layouts` (A's, B's: "row" = row-major, leading dimension a multiple of 8
+    elements), products exact and summed into a float32 accumulator `C` that the `lanes`
+    threads of a warp hold together (each lane m * n / lanes elements, opaque to the code
+    around it). `loops` is that description as data: the matcher (`tensorize.match_mma`)
+    maps a reduction's axes onto these loops; the GPU renderer writes the instruction per
+    dialect: CUDA's real one (`cuda`: nvcuda::wmma with these fragment shapes, from
+    sm_`min_sm`), OpenCL's as the loops themselves, each lane computing its elements.
+
+    A target implements three routines per instruction (`routine(op)`), called by every
+    lane of a warp with the same arguments:
+        fill(acc, lane)                       C = 0
+        mma(acc, a, lda, b, ldb, lane)        C += A @ B, A at a (row stride lda), B at b
+        store(c, ldc, acc, lane)              c[i * ldc + j] = C[i, j] (float32, local memory)
+    `opt_in`: float32 operands rounded to the instruction's narrower type (tf32) change a
+    model's results, so only a user's request enables it (none is described yet)."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    operand: str
+    cuda: str  # the element type CUDA's fragments take
+    min_sm: int
+    accumulator: str = "float32"
+    layouts: tuple[str, str] = ("row", "row")
+    lanes: int = 32
+    opt_in: bool = False
+
+    @property
+    def loops(self) -> tuple[tuple[str, int, str], ...]:
+        """The instruction's loops (name, extent, spatial or reduce), outermost first."""
+        return (("i", self.m, "spatial"), ("j", self.n, "spatial"), ("kk", self.k, "reduce"))
+
+    @property
+    def operand_axes(self) -> tuple[tuple[str, str], tuple[str, str]]:
+        """The loops each operand is indexed by (A's, B's), in index order for its layout."""
+        a = ("i", "kk") if self.layouts[0] == "row" else ("kk", "i")
+        b = ("kk", "j") if self.layouts[1] == "row" else ("j", "kk")
+        return a, b
+
+    @property
+    def per_lane(self) -> int:
+        """Accumulator elements each lane holds."""
+        return self.m * self.n // self.lanes
+
+    def routine(self, op: str) -> str:
+        assert op in MMA_OPS
+        return f"{MMA_PREFIX}{self.name}_{op}"
+
+
+MMA_INSTRUCTIONS: dict[str, MmaInstruction] = {i.name: i for i in (
+    MmaInstruction("wmma_f16_16x16x16", 16, 16, 16, "float16", "__half", 70),
+    MmaInstruction("wmma_bf16_16x16x16", 16, 16, 16, "bfloat16", "__nv_bfloat16", 80),
+)}
+
+
+def parse_mma_routine(name: str) -> tuple[MmaInstruction, str] | None:
+    """The instruction and operation ("fill", "mma", "store") of an MMA routine's name."""
+    if not name.startswith(MMA_PREFIX):
+        return None
+    base, _, op = name[len(MMA_PREFIX):].rpartition("_")
+    if base not in MMA_INSTRUCTIONS or op not in MMA_OPS:
+        return None
+    return MMA_INSTRUCTIONS[base], op

@@ -23,7 +23,9 @@ class Buffer:
         self.dtype = dtype
         self.shape = shape
         # "input" | "output" | "scratch"; GPU kernels also "local": memory a block's threads
-        # share (OpenCL __local, CUDA __shared__), declared by the kernel, not an argument
+        # share (OpenCL __local, CUDA __shared__), declared by the kernel, not an argument,
+        # and "fragment": a matrix instruction's accumulator, held by a warp's lanes together
+        # (intrinsics.MmaInstruction), only passed to that instruction's routines
         self.role = role
         strides = []
         s = 1

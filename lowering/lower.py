@@ -12,6 +12,7 @@ from lowering.loop_ir import (
     Barrier,
     Buffer,
     BufLoad,
+    BufPtr,
     Call,
     For,
     Kernel,
@@ -191,6 +192,10 @@ def lower_stage(
     _prefetches(s, x, heads)
     if s.tensorized is not None:
         return _tensorized(s, out, out_index, x, init, heads)
+    if s.mma is not None:
+        if heads:
+            raise ScheduleError(f"mma_tile: a stage is computed at a loop of {t.name}")
+        return _mma(s, out, out_index, x, init)
     if s.tree is not None:
         if heads:
             raise ScheduleError(f"tree_reduce: a stage is computed at a loop of {t.name}")
@@ -244,6 +249,138 @@ def _tree(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Expr,
                      Store(out, out_index, combine(combiner, init, BufLoad(acc, te.Const(0, "int64"))))))
     return For(block.var, _extent(block), "block",
                For(thread, te.Const(threads, "int64"), "thread", Seq(stmts)))
+
+
+def _unflatten(flat: te.Expr, extents: Sequence[int]) -> list[te.Expr]:
+    """The row-major multi-index of `flat` over `extents`."""
+    out: list[te.Expr] = []
+    inner = 1
+    for i, n in reversed(list(enumerate(extents))):
+        q = flat // inner if inner > 1 else flat
+        out.append(q if i == 0 else q % n)
+        inner *= n
+    return out[::-1]
+
+
+def _strided(thread: te.Var, threads: int, count: int, name: str,
+             body: Callable[[te.Expr], Stmt]) -> Stmt:
+    """A block's threads sweeping `count` elements together: thread t takes elements t,
+    t + threads, ... (`body(element)`), the last round guarded where `count` is not a
+    multiple of `threads`."""
+    j = te.Var(name)
+    e = j * threads + thread
+    inner = body(e)
+    if count % threads:
+        g = te.Var(f"{name}_in")
+        inner = For(g, te.minimum(te.Const(1, "int64"), te.Const(count, "int64") - e), "serial", inner)
+    rounds = -(-count // threads)
+    return For(j, te.Const(rounds, "int64"), "unroll" if rounds <= 16 else "serial", inner)
+
+
+def _mma(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Expr,
+         init: te.Expr) -> Stmt:
+    """`StageSchedule.mma_tile`'s nest: a block per (batch element, i tile, j tile); per
+    chunk of the fused reduce axes, a barrier, the block's threads copying A's and B's
+    slices (zero past an edge) into local arrays, a barrier, each warp's instructions on
+    its fragment; then every warp's fragment stored to a local array, a barrier, and the
+    threads writing the output elements inside the tensor (initial value added)."""
+    assert s.mma is not None and s.tensor.op is not None
+    plan = s.mma
+    match, instr = plan.match, plan.match.instr
+    t, op = s.tensor, s.tensor.op
+    assert isinstance(op.body, te.Reduce)
+    n_out = len(op.axes)
+    sp = [lp.var for lp in s.leaves[:n_out]]
+    rd = [lp.var for lp in s.leaves[n_out:]]
+    if not (isinstance(value, te.Binary) and value.op == "mul"):
+        raise ScheduleError(f"mma_tile: {t.name}'s body is no longer a product")
+    fa, fb = (value.a, value.b) if match.a == 0 else (value.b, value.a)
+    wm, wn = plan.warps
+    bm, bn, kc = instr.m * wm, instr.n * wn, instr.k * plan.ksteps
+    big_m, big_n, big_k = match.extents
+    threads = instr.lanes * wm * wn
+    m_tiles, n_tiles = -(-big_m // bm), -(-big_n // bn)
+    batch = math.prod(op.axes[i].extent for i in match.batch)
+
+    def i64(v: int) -> te.Const:
+        return te.Const(v, "int64")
+
+    block, thread = te.Var(f"{t.name}_blk"), te.Var(f"{t.name}_t")
+    fixed: dict[te.Var, te.Expr] = {sp[i]: i64(0) for i, ax in enumerate(op.axes)
+                                    if ax.extent == 1}
+    fixed.update({rd[i]: i64(0) for i, ax in enumerate(op.body.axes) if ax.extent == 1})
+    fixed.update(zip([sp[i] for i in match.batch],
+                     _unflatten(block // (m_tiles * n_tiles),
+                                [op.axes[i].extent for i in match.batch]), strict=True))
+    m0 = (block // n_tiles) % m_tiles * bm
+    n0 = block % n_tiles * bn
+
+    def at(axes: Sequence[int], vars_: list[te.Var], extents: list[int],
+           flat: te.Expr) -> dict[te.Var, te.Expr]:
+        return dict(zip([vars_[i] for i in axes], _unflatten(flat, extents), strict=True))
+
+    def m_at(flat: te.Expr) -> dict[te.Var, te.Expr]:
+        return at(match.m, sp, [op.axes[i].extent for i in match.m], flat)
+
+    def n_at(flat: te.Expr) -> dict[te.Var, te.Expr]:
+        return at(match.n, sp, [op.axes[i].extent for i in match.n], flat)
+
+    def k_at(flat: te.Expr) -> dict[te.Var, te.Expr]:
+        return at(match.k, rd, [op.body.axes[i].extent for i in match.k], flat)  # type: ignore[union-attr]
+
+    a_l = Buffer(f"{t.name}_mma_a", instr.operand, (bm, kc), "local")
+    b_l = Buffer(f"{t.name}_mma_b", instr.operand, (kc, bn), "local")
+    c_l = Buffer(f"{t.name}_mma_c", instr.accumulator, (bm, bn), "local")
+    acc = Buffer(f"{t.name}_mma_acc", instr.accumulator, (instr.m, instr.n), "fragment")
+    ko = te.Var(f"{t.name}_ko")
+
+    def copy(buf: Buffer, factor: te.Expr, cols: int, row_of: str, name: str) -> Stmt:
+        """Element e of `buf` (rows x `cols`): the factor at the chunk's k and the block's
+        i or j (`row_of`: which of the two the rows are), zero past an edge."""
+        def element(e: te.Expr) -> Stmt:
+            r, c = e // cols, e % cols
+            if row_of == "m":
+                mv, kv = m0 + r, ko * kc + c
+                vmap, inside = {**fixed, **m_at(mv), **k_at(kv)}, [te.lt(mv, big_m)]
+            else:
+                kv, nv = ko * kc + r, n0 + c
+                vmap, inside = {**fixed, **n_at(nv), **k_at(kv)}, [te.lt(nv, big_n)]
+            inside.append(te.lt(kv, big_k))
+            x = te.substitute(factor, vmap)
+            return Store(buf, e, te.select(te.all_of(inside), x, te.const(0.0, x.dtype)))
+        return _strided(thread, threads, buf.size, name, element)
+
+    warp, lane = thread // instr.lanes, thread % instr.lanes
+    wi, wj = warp // wn, warp % wn
+    kk = te.Var(f"{t.name}_kk")
+    step = Call(instr.routine("mma"), [
+        BufPtr(acc, i64(0)), BufPtr(a_l, wi * (instr.m * kc) + kk * instr.k), i64(kc),
+        BufPtr(b_l, kk * (instr.k * bn) + wj * instr.n), i64(bn), lane])
+    chunk = For(ko, i64(-(-big_k // kc)), "serial", Seq([
+        Barrier(), copy(a_l, fa, kc, "m", f"{t.name}_ca"), copy(b_l, fb, bn, "n", f"{t.name}_cb"),
+        Barrier(), For(kk, i64(plan.ksteps), "unroll", step)]))
+
+    def result(e: te.Expr) -> Stmt:
+        mv, nv = m0 + e // bn, n0 + e % bn
+        vmap = {**fixed, **m_at(mv), **n_at(nv)}
+        total: te.Expr = BufLoad(c_l, e)
+        start = te.substitute(init, vmap)
+        if not (isinstance(start, te.Const) and start.value == 0):
+            total = te.cast("float32", start) + total
+        g = te.Var(f"{t.name}_in")
+        inside = te.minimum(te.minimum(i64(1), i64(big_m) - mv), i64(big_n) - nv)
+        return For(g, inside, "serial", Store(out, te.substitute(out_index, vmap), total))
+
+    body = Seq([
+        Call(instr.routine("fill"), [BufPtr(acc, i64(0)), lane]),
+        chunk,
+        Call(instr.routine("store"), [BufPtr(c_l, wi * (instr.m * bn) + wj * instr.n), i64(bn),
+                                      BufPtr(acc, i64(0)), lane]),
+        Barrier(),
+        _strided(thread, threads, c_l.size, f"{t.name}_co", result),
+    ])
+    return For(block, i64(batch * m_tiles * n_tiles), "block",
+               For(thread, i64(threads), "thread", body))
 
 
 def _tensorized(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Expr,

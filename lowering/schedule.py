@@ -16,10 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lowering import te
 from lowering.intrinsics import GemmBlock
 from lowering.loop_ir import LOOP_KINDS
+
+if TYPE_CHECKING:
+    from lowering.tensorize import MmaMatch
 
 
 class ScheduleError(Exception):
@@ -105,6 +109,17 @@ class Tensorize:
     intrinsic: GemmBlock
 
 
+@dataclass(frozen=True)
+class MmaTile:
+    """`StageSchedule.mma_tile`: the stage on a matrix instruction (`match`), a block of
+    warps[0] x warps[1] warps each owning one accumulator fragment, the reduction staged in
+    chunks of `ksteps` instruction steps."""
+
+    match: MmaMatch
+    warps: tuple[int, int]
+    ksteps: int
+
+
 PRAGMAS = ("prefetch",)
 
 
@@ -136,6 +151,7 @@ class StageSchedule:
         self.trace: list[object] = []
         self.tensorized: tuple[tuple[Loop, ...], GemmBlock] | None = None
         self.tree: int | None = None  # `tree_reduce`'s threads per block
+        self.mma: MmaTile | None = None  # `mma_tile`'s plan
 
     # lookup -------------------------------------------------------------------------------
     def loop(self, name: str) -> Loop:
@@ -225,6 +241,25 @@ class StageSchedule:
         self.bind(fused, "block")
         self.tree = threads
         self.trace.append(TreeReduce(threads))
+
+    def mma_tile(self, match: MmaMatch, warps: tuple[int, int], ksteps: int = 1) -> None:
+        """GPU targets: compute the stage on the matrix instruction `match` maps it onto
+        (`tensorize.match_mma`). A block of warps[0] x warps[1] warps computes an
+        (m * warps[0]) x (n * warps[1]) tile of the fused i and j axes of one batch element,
+        each warp one accumulator fragment; per chunk of `ksteps` x k reduction steps the
+        block's threads copy the chunk's A and B slices into local memory (zero past the
+        edges) between barriers, and each warp issues `ksteps` instructions on them; the
+        fragments then go through local memory to the output, guarded at the edges, with the
+        reduction's initial value added (`lower._mma`). The stage's loops are replaced
+        whole, so it must have no other primitive."""
+        if self.trace or self.body is not self.tensor.op.body:  # type: ignore[union-attr]
+            raise ScheduleError(f"mma_tile: {self.tensor.name} already has primitives")
+        if any(lp.bound is not None for lp in self.leaves):
+            raise ScheduleError("mma_tile: a loop over a run-time dimension")
+        if min(warps) < 1 or ksteps < 1:
+            raise ScheduleError(f"mma_tile: warps {warps}, ksteps {ksteps}")
+        self.mma = MmaTile(match, (int(warps[0]), int(warps[1])), int(ksteps))
+        self.trace.append(self.mma)
 
     def fuse(self, outer: Loop, inner: Loop) -> Loop:
         pos = self.leaves.index(outer)
@@ -326,6 +361,8 @@ class StageSchedule:
                 new.split(new.loop(p.loop), p.factor)
             elif isinstance(p, TreeReduce):
                 new.tree_reduce(p.threads)
+            elif isinstance(p, MmaTile):
+                new.mma_tile(p.match, p.warps, p.ksteps)
             elif isinstance(p, BlockSplit):
                 new.block_split(new.loop(p.loop), p.threads, p.tile)
             elif isinstance(p, Fuse):

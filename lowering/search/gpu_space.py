@@ -1,7 +1,9 @@
 """The schedule space of any computation on a GPU target: per stage, the register tile of a
 reduction (lowering/gpu_schedule.py, where `tile_axes` finds one), whether its operands are
 staged in local memory and in chunks of how many reduction steps (`stage_tiles`; only on a
-machine with local memory), or, for a reduction of few outputs over many values, how many
+machine with local memory), whether it runs on a matrix instruction (tensor cores: knob
+`sI.mma`, the warps of a block along i and j and the instruction steps per chunk, where
+`tensorize.match_mma` maps it onto one of the machine's `GpuMachine.mma`), or, for a reduction of few outputs over many values, how many
 partial results per output a first pass computes (`split_reduction`, two launches) or how
 many threads of one block combine each output in a tree (`StageSchedule.tree_reduce`, one
 launch, local memory); and the threads per block.
@@ -31,10 +33,12 @@ from lowering.gpu_schedule import (
     staged_loads,
     tile_axes,
 )
+from lowering.intrinsics import MMA_INSTRUCTIONS
 from lowering.lower import lower_schedule, stages_of
 from lowering.machine import GpuMachine
 from lowering.schedule import Schedule
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
+from lowering.tensorize import MmaMatch, match_mma
 
 _TILES: tuple[Tile, ...] = ((4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 8), (8, 4), (1, 1))
 _PARTIALS = (64, 256, 1024, 4096)
@@ -50,6 +54,32 @@ _BARRIER_CYCLES = 64
 # threads resident per compute unit that hide the latency of its loads (a rule of thumb: a
 # few warps per scheduler)
 _RESIDENT_WARPS = 16
+# matrix-instruction tiles: (warps along i, warps along j, instruction steps per staged chunk)
+_MMA_TILES = ((2, 2, 2), (2, 4, 2), (4, 2, 2), (1, 1, 2), (2, 2, 1))
+# warps per compute unit that keep its tensor cores busy
+_MMA_WARPS = 8
+
+
+def mma_match(t: te.Tensor, machine: GpuMachine, arch: str | None) -> MmaMatch | None:
+    """The first of the machine's matrix instructions (available at `arch`, CUDA's sm_XX)
+    that `t`'s computation matches (tensorize.match_mma), else None."""
+    sm = int("".join(ch for ch in arch if ch.isdigit()) or 0) if arch else 0
+    for name in machine.mma:
+        instr = MMA_INSTRUCTIONS[name]
+        if sm and sm < instr.min_sm:
+            continue
+        found = match_mma(t, instr)
+        if found:
+            return found
+    return None
+
+
+def mma_bytes(match: MmaMatch, tile: tuple[int, int, int]) -> int:
+    """Local memory of a matrix-instruction block: the staged A and B chunks (16-bit) and
+    the float32 output tile."""
+    i = match.instr
+    bm, bn, kc = i.m * tile[0], i.n * tile[1], i.k * tile[2]
+    return 2 * (bm * kc + kc * bn) + 4 * bm * bn
 
 
 class GpuDefaultSpace(ScheduleSpace):
@@ -74,6 +104,19 @@ class GpuDefaultSpace(ScheduleSpace):
                 chunks = [c for c in _CHUNKS if c < first] or [first]
                 self.knobs.append(Knob(f"s{i}.stage", (*chunks, 0)))
         m = self.machine
+        self.mma: list[MmaMatch | None] = [
+            mma_match(t, m, getattr(target, "arch", None)) for t in self.stages]
+        for i, found in enumerate(self.mma):
+            if found is None:
+                continue
+            big_m, big_n, _ = found.extents
+            tiles = [list(tl) for tl in _MMA_TILES
+                     if 32 * tl[0] * tl[1] <= m.max_block_threads
+                     and mma_bytes(found, tl) <= m.local_memory
+                     and found.instr.m * tl[0] <= max(found.instr.m, big_m)
+                     and found.instr.n * tl[1] <= max(found.instr.n, big_n)]
+            if tiles:
+                self.knobs.append(Knob(f"s{i}.mma", (*tiles, 0)))
         for i, t in enumerate(self.stages):
             assert t.op is not None
             if not isinstance(t.op.body, te.Reduce):
@@ -116,7 +159,12 @@ class GpuDefaultSpace(ScheduleSpace):
         for i, t in enumerate(self.stages):
             partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
             tree = int(config.get(f"s{i}.tree") or 0)  # type: ignore[call-overload]
-            if tree:
+            mma = self._mma(config, i)
+            if mma is not None:
+                found = self.mma[i]
+                assert found is not None
+                sched[t].mma_tile(found, (mma[0], mma[1]), mma[2])
+            elif tree:
                 sched[t].tree_reduce(tree)
             elif partials:
                 rf = split_reduction(sched, t, partials)
@@ -127,12 +175,43 @@ class GpuDefaultSpace(ScheduleSpace):
                 bind_threads(sched[t], self.machine, self._tile(config, i), threads)
         return BuiltKernel(lower_schedule(name, self.inputs, self.outputs, sched))
 
+    def _mma(self, config: Config, i: int) -> tuple[int, int, int] | None:
+        got = config.get(f"s{i}.mma")
+        return None if not got else (int(got[0]), int(got[1]), int(got[2]))  # type: ignore[index]
+
+    def _mma_cost(self, i: int, tile: tuple[int, int, int]) -> float:
+        """Seconds of stage `i` on its matrix instruction: the padded fragments' work at the
+        tensor cores' peak (scaled by how many warps the grid keeps per compute unit), or
+        the operands' traffic (A once per block column, B once per block row, from device
+        memory mostly through the caches), whichever is longer, plus two barriers a chunk."""
+        m, found = self.machine, self.mma[i]
+        assert found is not None
+        ins = found.instr
+        big_m, big_n, big_k = found.extents
+        t = self.stages[i]
+        batch = t.size // (big_m * big_n)
+        bm, bn, kc = ins.m * tile[0], ins.n * tile[1], ins.k * tile[2]
+        m_tiles, n_tiles, chunks = -(-big_m // bm), -(-big_n // bn), -(-big_k // kc)
+        blocks = batch * m_tiles * n_tiles
+        in_flight = min(1.0, blocks * tile[0] * tile[1] / (m.compute_units * _MMA_WARPS))
+        work = 2 * blocks * bm * bn * chunks * kc
+        compute = work / (m.mma_flops * in_flight)
+        traffic = batch * 2 * big_k * (big_m * n_tiles + big_n * m_tiles)
+        traffic += t.size * te.ITEMSIZE.get(t.dtype, 4)
+        waves = math.ceil(blocks / m.compute_units)
+        barriers = waves * chunks * 2 * _BARRIER_CYCLES / (m.ghz * 1e9)
+        return max(compute, traffic / (2 * m.memory_bandwidth)) + barriers
+
     def cost(self, config: Config) -> float:
         m = self.machine
         seconds = 0.0
         threads = int(config.get("threads") or m.block_threads)  # type: ignore[arg-type]
         for i, t in enumerate(self.stages):
             assert t.op is not None
+            mma = self._mma(config, i)
+            if mma is not None:
+                seconds += self._mma_cost(i, mma)
+                continue
             body = t.op.body
             steps = math.prod(ax.extent for ax in body.axes) if isinstance(body, te.Reduce) else 1
             rows, cols = self._tile(config, i)
@@ -175,11 +254,17 @@ class GpuDefaultSpace(ScheduleSpace):
         return seconds
 
     def canonical(self, config: Config) -> Config:
-        """A tree reduction ignores the stage's partials."""
+        """A tree reduction ignores the stage's partials; a matrix-instruction tile its
+        register tile, staging, partials and tree (set to their first options)."""
         out = dict(config)
+        first = {k.name: k.options[0] for k in self.knobs}
         for i in range(len(self.stages)):
             if out.get(f"s{i}.tree") and f"s{i}.partials" in out:
                 out[f"s{i}.partials"] = 0
+            if out.get(f"s{i}.mma"):
+                for name in (f"s{i}.tile", f"s{i}.stage", f"s{i}.partials", f"s{i}.tree"):
+                    if name in out:
+                        out[name] = first[name]
         return out
 
     def _compute(self, n_threads: float, steps: float, block: int) -> float:
