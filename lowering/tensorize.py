@@ -126,7 +126,7 @@ def _mentions(e: te.Expr, v: te.Var) -> bool:
 # Matrix instructions (GPU tensor cores) ------------------------------------------------------
 # the least fraction of the padded fragments' multiply-adds a stage must use (below it the
 # zero padding costs more than the instruction saves)
-MMA_MIN_FILL = 0.5
+MMA_MIN_FILL = 0.25
 
 
 @dataclass(frozen=True)
