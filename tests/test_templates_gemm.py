@@ -7,7 +7,10 @@ import functools
 import itertools
 import math
 import pathlib
+import re
+import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import onnx
@@ -835,6 +838,70 @@ def test_balanced_pixel_blocks_compute_the_convolution(run_target):
         ref = general_conv_ref(xv, wv, bv, (1, 1, 1, 1), stride, 1, 1)
         for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-3, err_msg=str(cfg))
+
+
+def _swish_conv(target, c: int, h: int, k: int):
+    """A 1x1 convolution whose output stage is x * sigmoid(x): an epilogue pixel mode cannot
+    fuse into its micro-kernel, so it runs over each finished block of tiles."""
+    ins, conv, wv = general_conv(1, c, h, h, k, 1, 1)
+    y = te.compute(conv.shape, lambda *i: conv[i] * te.Unary("sigmoid", conv[i]), "swish")
+    space = GemmTemplate.match(ins, [y], [None, wv, None], target)
+    return space, wv
+
+
+def _vector_loops(stmt):
+    if isinstance(stmt, For):
+        if stmt.kind == "vectorize":
+            yield stmt
+        yield from _vector_loops(stmt.body)
+    elif isinstance(stmt, Seq):
+        for x in stmt.stmts:
+            yield from _vector_loops(x)
+
+
+@pytest.mark.parametrize("name, masked", [("zen4", True), ("cpu-avx2", False)])
+def test_pixel_epilogue_runs_full_vectors_over_balanced_blocks(name, masked):
+    """Pixel blocks balanced over two cores (112 -> 672 at 14x14: 7 of the 14 rows per
+    block) leave the epilogue's loop a run-time trip count (98 pixels, or fewer in the last
+    block); on AVX-512 it runs with a masked last vector, which keeps LLVM's vectorizer at full
+    width: with a scalar remainder it chose 4 lanes for a sigmoid (xmm), a third slower at
+    one thread than the unbalanced kernel. On AVX2 (masked moves microcoded on AMD) the
+    remainder stays scalar."""
+    base = NAMED_TARGETS[name]
+    target = base.with_machine(base.machine.with_cores(2))
+    space, _ = _swish_conv(target, 112, 14, 672)
+    cfg = {**space.default_config(), "b": "pixels", "block": "14x2" if masked else "6x2",
+           "kc": 112}
+    tiling = space.pixel_tiling(cfg)
+    assert tiling.blocks > 1  # balanced: blocks of part of the image
+    kernel = space.build(cfg).kernel
+    loops = [lp for st in kernel.stages for lp in _vector_loops(st)]
+    assert loops and all(lp.masked_tail == masked for lp in loops)
+    if masked:  # every sigmoid's divide on whole 16-lane vectors
+        mb = ModuleBuilder(target)
+        mb.add_kernel(kernel)
+        obj = optimize_and_emit(mb.text(), target)[0]
+        path = pathlib.Path(tempfile.mkdtemp()) / "k.o"
+        path.write_bytes(obj)
+        asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(path)],
+                             capture_output=True, text=True, check=True).stdout
+        divides = re.findall(r"vdiv[ps]s\s+(%[xyz]mm)", asm)
+        assert divides and set(divides) == {"%zmm"}, divides
+
+
+def test_pixel_epilogue_over_balanced_blocks_computes_the_swish(run_target):
+    """The same epilogue (masked or scalar tail, as the host has) against numpy, over blocks
+    balanced for two cores and a channel count that leaves a short last tile."""
+    target = run_target.with_machine(run_target.machine.with_cores(2))
+    space, wv = _swish_conv(target, 40, 14, 72)
+    configs = [{**space.default_config(), "b": "pixels", "block": blk, "kc": 40}
+               for blk in space.knobs[0].options[:3]]
+    xv, bv = rand(1, 40, 14, 14), rand(72)
+    conv = general_conv_ref(xv, wv, bv, (0, 0, 0, 0), 1, 1, 1).astype(np.float64)
+    ref = conv / (1 + np.exp(-conv))
+    for cfg, got in zip(configs, run_all(space, configs, [xv, wv, bv]), strict=True):
+        assert space.pixel_tiling(cfg).blocks > 1, cfg
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
 
 
 def _calls(stmt):
