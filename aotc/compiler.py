@@ -27,7 +27,7 @@ from lowering.gpu_schedule import gpu_default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
 from lowering.ops import OPS, Alias, OpContext, run_op
-from lowering.schedule import StageSchedule
+from lowering.schedule import ScheduleError, StageSchedule
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
@@ -333,8 +333,22 @@ class _Compiler:
                     lowered.in_values.append(v)
             consts = [v.const_value.numpy() if v.const_value is not None else None
                       for v in lowered.in_values]
-            lowered.space = space_for(in_tensors, outs, consts, self.target)
+            try:
+                lowered.space = space_for(in_tensors, outs, consts, self.target)
+            except ScheduleError as e:
+                raise self.gpu_refusal(e) from e
         return lowered
+
+    def gpu_refusal(self, e: ScheduleError) -> Exception:
+        """A GPU schedule that cannot take a node's computation (one over a run-time
+        dimension where it would lay its blocks out for the whole axis, or a recurrence
+        along it): the user's error, named by the node (`_compiling`), never a wrong
+        kernel. On a CPU target the schedule error stays what it is (a bug)."""
+        if not isinstance(self.target, GpuTarget):
+            return e
+        return AotcError(f"{e}: does not compile for the {self.target.name} target yet",
+                         file=self.file, hint="compile for a CPU target (--target cpu), or "
+                         "with a fixed length (--input-shape name=d0,d1,...)")
 
     def finish(self, lowered: _LoweredNode) -> None:
         """Place the node's outputs and build its kernel with the chosen schedule."""
@@ -353,8 +367,11 @@ class _Compiler:
             self.emit_kernel(lowered, lowered.space)
 
     def emit_kernel(self, lowered: _LoweredNode, space: ScheduleSpace) -> None:
-        config = self.choose_config(space)
-        built = space.build(config, "k")
+        try:  # (the cost model may build configurations too)
+            config = self.choose_config(space)
+            built = space.build(config, "k")
+        except ScheduleError as e:
+            raise self.gpu_refusal(e) from e
         kernel = built.kernel
         in_locs = []
         for i, v in enumerate(lowered.in_values):
@@ -396,7 +413,7 @@ class _Compiler:
             kernel.name = symbol
             if isinstance(self.target, GpuTarget):
                 try:  # now, so that a kernel the renderer cannot take names its node
-                    self.rendered[symbol] = render_kernel(kernel)
+                    self.rendered[symbol] = render_kernel(kernel, len(self.dims))
                 except RenderError as e:
                     raise AotcError(f"{e} does not compile for the {self.target.name} target "
                                     "yet", file=self.file,
@@ -528,9 +545,6 @@ def compile_model(
     """Lower, generate and plan a model whose values all have static shapes. `tuner` picks
     each kernel's schedule (default: the cost model alone). A fixed thread count is what the
     schedules' parallel loops are ranked for, instead of the target's core count."""
-    if isinstance(target, GpuTarget) and dynamic is not None:
-        raise AotcError(f"the {target.name} target takes static shapes only for now", file=file,
-                        hint="give every input dimension a single value (--input-shape)")
     if num_threads > 0 and isinstance(target, CpuTarget):
         target = target.with_machine(target.machine.with_cores(num_threads))
     graph = model.graph

@@ -24,12 +24,23 @@ of the operands the rectangle reads into local memory together (`Schedule.stage`
 either side), then each computes its register tile from the copies. An operand is then read
 from device memory once per block instead of once per thread.
 
+Run-time dimensions (`te.DynExtent` axes, `--input-shape x=1,1..N`): the grid stays sized for
+the bound N (the launches are constants; computing it from the length at launch time would
+save idle threads at short lengths, not needed for correctness), and the kernels take the
+length as an argument. A spatial loop over the dimension is fused at the bound like any other,
+and a guard (a loop of `min(1, length - index)` iterations, right inside the thread loop)
+makes a thread past the length compute, load and store nothing; a register-tiled axis over it
+instead runs its tile loop `min(tile, length - start)` times (none past it); reduce loops over
+it run to the length. Staging, matrix instructions, partial sums and trees are not offered
+for such stages (gpu_space.py).
+
 Decided from the stage's loops and the target's `GpuMachine`, never from operator names.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from lowering import te
 from lowering.default_schedule import SHORT_LOOP
@@ -79,13 +90,18 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
                  threads: int | None = None) -> StageSchedule:
     """`s` (a stage's loops as created) scheduled as `gpu_default_schedule` says."""
     tensor = s.tensor
-    if any(lp.bound is not None for lp in s.leaves):
-        raise ScheduleError(f"{tensor.name}: a loop over a run-time dimension; GPU targets "
-                            "take static shapes only for now")
+    if any(lp.bound is not None and not isinstance(lp.bound, te.DimVar) for lp in s.leaves):
+        raise ScheduleError(f"{tensor.name}: a loop whose extent depends on another")
     spatial = [lp for lp in s.leaves if lp.origin == "spatial"]
     reduce = [lp for lp in s.leaves if lp.origin == "reduce"]
+    # spatial loops over a run-time dimension (module docstring): the grid is laid out for
+    # the bound, and the threads past the length skip the element (`guarded`) or, for a
+    # register-tiled axis, run a tile loop of no iterations (the split's partial extent)
+    dynamic = {id(lp): lp.bound for lp in spatial if lp.bound is not None}
+    guarded: list[tuple[te.Var, te.Expr]] = []
     inner: list[Loop] = []
     found = tile_axes(tensor) if tile != (1, 1) and s.body is tensor.op.body else None  # type: ignore[union-attr]
+    axis_of = {id(lp): ax.var for lp, ax in zip(spatial, tensor.op.axes, strict=True)}  # type: ignore[union-attr]
     if found is not None:
         rows, cols = spatial[found[0]], spatial[found[1]]
         outer_spatial = []
@@ -93,12 +109,17 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
             factor = tile[0] if lp is rows else tile[1] if lp is cols else 1
             if factor > 1 and lp.extent > 1:
                 out, inn = s.split(lp, min(factor, lp.extent))
+                out.bound = None  # to the bound: past the length its tile loop runs 0 times
                 outer_spatial.append(out)
                 inner.append(inn)
             else:
                 outer_spatial.append(lp)
         spatial = outer_spatial
         s.reorder(*spatial, *reduce, *inner)
+    for lp in spatial:
+        if id(lp) in dynamic:
+            guarded.append((axis_of[id(lp)], dynamic[id(lp)]))  # type: ignore[arg-type]
+            lp.bound = None
     if spatial:
         fused = spatial[0]
         for lp in spatial[1:]:
@@ -107,7 +128,11 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
         blocks, lanes = s.split(fused, max(1, min(count, fused.extent)))  # 0: an empty tensor
         s.bind(blocks, "block")
         s.bind(lanes, "thread")
-    short = [lp for lp in reduce if 2 <= lp.extent <= SHORT_LOOP]
+        if guarded:
+            _guard(s, guarded)
+    elif guarded:
+        raise ScheduleError(f"{tensor.name}: a run-time dimension without a spatial loop")
+    short = [lp for lp in reduce if 2 <= lp.extent <= SHORT_LOOP and lp.bound is None]
     for lp in reduce[len(reduce) - _innermost_run(reduce, short):]:
         s.unroll(lp)
     for lp in inner:
@@ -115,6 +140,26 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
     if inner and vector_columns(tensor, machine, inner[-1].extent):
         s.vectorize(inner[-1])
     return s
+
+
+@dataclass(frozen=True)
+class Guard:
+    """`bind_threads`' record of a guard: the stage's axes that stop at a run-time length."""
+
+    axes: tuple[str, ...]
+
+
+def _guard(s: StageSchedule, guarded: list[tuple[te.Var, te.Expr]]) -> None:
+    """Put a loop of `min(1, length - index)` iterations (the loop IR's "if") for each
+    run-time axis right inside the thread loop: a thread whose element lies past the length
+    computes, loads and stores nothing (its indices would read the bound's stale rows, and a
+    gather's garbage indices could leave the buffers)."""
+    for k, (var, length) in enumerate(guarded):
+        index = s.value[var]
+        lp = Loop(f"{var.name}_in{k}", 1, "spatial")
+        lp.bound = te.minimum(te.Const(1, "int64"), length - index)
+        s.leaves.insert(2 + k, lp)
+    s.trace.append(Guard(tuple(v.name for v, _ in guarded)))
 
 
 VECTOR_LANES = 4  # the renderer's vector registers: float4

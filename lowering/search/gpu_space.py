@@ -6,7 +6,11 @@ machine with local memory), whether it runs on a matrix instruction (tensor core
 `tensorize.match_mma` maps it onto one of the machine's `GpuMachine.mma`), or, for a reduction of few outputs over many values, how many
 partial results per output a first pass computes (`split_reduction`, two launches) or how
 many threads of one block combine each output in a tree (`StageSchedule.tree_reduce`, one
-launch, local memory); and the threads per block.
+launch, local memory); and the threads per block. A stage with an axis over a run-time
+dimension (`te.DynExtent`, a spatial or a reduce one) gets the register tile and the threads
+only: staging, matrix instructions, partial sums and trees lay their blocks out for the
+whole axis, so they are not offered there (`bind_threads` makes its loops stop at the
+length).
 
 The cost model counts, per stage, the values its threads load (a load that ignores a tile's
 rows is shared by the tile's rows, and so on; a staged load by the block tile's rows, read
@@ -60,6 +64,13 @@ _MMA_TILES = ((2, 2, 2), (2, 4, 2), (4, 2, 2), (1, 1, 2), (2, 2, 1))
 _MMA_WARPS = 8
 
 
+def _dynamic(t: te.Tensor) -> bool:
+    """Whether a stage has a spatial or reduce axis over a run-time dimension."""
+    assert t.op is not None
+    reduce = t.op.body.axes if isinstance(t.op.body, te.Reduce) else ()
+    return any(isinstance(ax.extent, te.DynExtent) for ax in [*t.op.axes, *reduce])
+
+
 def mma_match(t: te.Tensor, machine: GpuMachine, arch: str | None) -> MmaMatch | None:
     """The first of the machine's matrix instructions (available at `arch`, CUDA's sm_XX)
     that `t`'s computation matches (tensorize.match_mma), else None."""
@@ -91,6 +102,7 @@ class GpuDefaultSpace(ScheduleSpace):
         self.machine: GpuMachine = target.machine
         self.stages = [t for t in stages_of(self.outputs) if t.op is not None and not t.op.inline]
         self.axes = [tile_axes(t) for t in self.stages]
+        dynamic = [_dynamic(t) for t in self.stages]
         for i, (t, axes) in enumerate(zip(self.stages, self.axes, strict=True)):
             if axes is None:
                 continue
@@ -100,12 +112,13 @@ class GpuDefaultSpace(ScheduleSpace):
                 self.knobs.append(Knob(f"s{i}.tile", tuple(list(tl) for tl in tiles)))
             assert isinstance(t.op.body, te.Reduce)  # type: ignore[union-attr]
             first = t.op.body.axes[0].extent  # type: ignore[union-attr]
-            if self.machine.local_memory > 0 and staged_loads(t):
+            if self.machine.local_memory > 0 and staged_loads(t) and not dynamic[i]:
                 chunks = [c for c in _CHUNKS if c < first] or [first]
                 self.knobs.append(Knob(f"s{i}.stage", (*chunks, 0)))
         m = self.machine
         self.mma: list[MmaMatch | None] = [
-            mma_match(t, m, getattr(target, "arch", None)) for t in self.stages]
+            None if dyn else mma_match(t, m, getattr(target, "arch", None))
+            for t, dyn in zip(self.stages, dynamic, strict=True)]
         for i, found in enumerate(self.mma):
             if found is None:
                 continue
@@ -119,7 +132,7 @@ class GpuDefaultSpace(ScheduleSpace):
                 self.knobs.append(Knob(f"s{i}.mma", (*tiles, 0)))
         for i, t in enumerate(self.stages):
             assert t.op is not None
-            if not isinstance(t.op.body, te.Reduce):
+            if not isinstance(t.op.body, te.Reduce) or dynamic[i]:
                 continue
             steps = math.prod(ax.extent for ax in t.op.body.axes)
             few = t.size < m.compute_units * m.simd_width * _RESIDENT_WARPS

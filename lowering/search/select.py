@@ -11,6 +11,7 @@ from lowering import te
 from lowering.gpu_recurrent import GpuRecurrentSpace
 from lowering.machine import GpuMachine, Target
 from lowering.recurrence import recurrence_of
+from lowering.schedule import ScheduleError
 from lowering.search.default_space import DefaultSpace
 from lowering.search.gpu_space import GpuDefaultSpace
 from lowering.search.space import ScheduleSpace
@@ -31,12 +32,14 @@ def space_for(inputs: Sequence[te.Tensor], outputs: Sequence[te.Tensor],
     run-time dimension (`te.DynExtent`) gets only templates whose nests stop at run-time
     sizes (`runs_to_dims`), else the default schedule without knobs (nothing to tune: its
     loops already run to the dimension)."""
+    dynamic = any(isinstance(d, te.DynExtent) for t in [*inputs, *outputs] for d in t.shape)
     if isinstance(target.machine, GpuMachine):  # GPU templates come with their spaces
         rec = recurrence_of(list(outputs))
         if rec is not None:
+            if dynamic:
+                raise ScheduleError("a recurrence over a run-time dimension")
             return GpuRecurrentSpace(inputs, outputs, consts, target, rec)
         return GpuDefaultSpace(inputs, outputs, consts, target)
-    dynamic = any(isinstance(d, te.DynExtent) for t in [*inputs, *outputs] for d in t.shape)
     for template in TEMPLATES:
         if dynamic and not getattr(template, "runs_to_dims", False):
             continue

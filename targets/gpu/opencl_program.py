@@ -1,15 +1,22 @@
 """Running a compiled GPU `Program` through OpenCL from Python (pyopencl): the same buffers
 and launches as the bundle's host code (one arena, one weights buffer, a buffer per input and
-output; each step's launches with (buffer, byte offset) pairs), for tests on PoCL."""
+output, each laid out for the bound of a run-time dimension; each step's launches with
+(buffer, byte offset) pairs, then the run-time lengths), for tests on PoCL."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from aotc.package.program import DTYPES, Program, Step, dtype_size
 
 
-def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
+def run_program(program: Program, inputs: list[np.ndarray],
+                length: int | None = None) -> list[np.ndarray]:
+    """The program's outputs on `inputs`; with a run-time dimension, at `length` (default its
+    bound): the inputs are dense at that length (written at the start of their buffers, as
+    the bundle's `NAME_run_context_dims` does) and so are the outputs returned."""
     import pyopencl as cl
 
     from targets.gpu.opencl_device import _context
@@ -18,6 +25,12 @@ def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
     got = _context()
     assert got is not None, "no OpenCL device"
     ctx, queue = got
+    n = program.dims[0].hi if program.dims and length is None else length
+    if program.dims:
+        assert n is not None and program.dims[0].lo <= n <= program.dims[0].hi, n
+    for a, t in zip(inputs, program.inputs, strict=True):
+        want = t.at_length(n) if n is not None else t.shape
+        assert tuple(a.shape) == tuple(want), (t.name, a.shape, want)
     built = cl.Program(ctx, program.gpu.source).build()
     flags = cl.mem_flags
 
@@ -29,8 +42,11 @@ def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
 
     arena = buffer(None, program.arena_size)
     weights = buffer(bytes(program.weights), len(program.weights))
-    ins = [buffer(np.ascontiguousarray(a, DTYPES[t.dtype][1]).tobytes(), t.nbytes)
-           for a, t in zip(inputs, program.inputs, strict=True)]
+    ins = []
+    for a, t in zip(inputs, program.inputs, strict=True):  # a prefix of the bound's layout
+        data = np.ascontiguousarray(a, DTYPES[t.dtype][1]).tobytes()
+        ins.append(buffer(data + bytes(t.nbytes - len(data)), t.nbytes))
+    lengths = [np.int64(n) for _ in program.dims]
     outs = [buffer(None, t.nbytes) for t in program.outputs]
     storage = {"arena": lambda r: (arena, r.offset), "weight": lambda r: (weights, r.offset),
                "input": lambda r: (ins[r.offset], 0), "output": lambda r: (outs[r.offset], 0)}
@@ -46,14 +62,16 @@ def run_program(program: Program, inputs: list[np.ndarray]) -> list[np.ndarray]:
             if launch.function not in entry:
                 entry[launch.function] = cl.Kernel(built, launch.function)
             fn = entry[launch.function]
-            fn.set_args(*args)  # type: ignore[attr-defined]
+            fn.set_args(*args, *lengths)  # type: ignore[attr-defined]
             cl.enqueue_nd_range_kernel(queue, fn, (launch.blocks * launch.threads,),
                                        (launch.threads,))
     result = []
     for mem, t in zip(outs, program.outputs, strict=True):
         host = np.empty(t.nbytes, np.uint8)
         cl.enqueue_copy(queue, host, mem)
-        result.append(host.view(DTYPES[t.dtype][1]).reshape(t.shape))
+        shape = t.at_length(n) if n is not None else t.shape
+        count = math.prod(shape)
+        result.append(host.view(DTYPES[t.dtype][1])[:count].reshape(shape))
     queue.finish()  # type: ignore[attr-defined]
     return result
 

@@ -262,7 +262,8 @@ class _StageWriter:
     """Writes one stage nest as C statements."""
 
     def __init__(self, buffers: list[Buffer], local: list[Buffer],
-                 fragments: list[Buffer] = ()) -> None:  # type: ignore[assignment]
+                 fragments: list[Buffer] = (), dims: int = 0) -> None:  # type: ignore[assignment]
+        self.dims = dims  # the model's run-time dimensions: arguments d0, d1, ...
         self.bufs = {id(b): f"b{i}" for i, b in enumerate(buffers)}
         self.bufs.update({id(b): f"l{i}" for i, b in enumerate(local)})
         self.bufs.update({id(b): f"f{i}" for i, b in enumerate(fragments)})
@@ -579,8 +580,11 @@ class _StageWriter:
         if isinstance(e, _Register):
             return e.name
         if isinstance(e, te.Var):
-            if isinstance(e, te.DimVar):
-                raise RenderError("a run-time dimension (GPU targets take static shapes only)")
+            if isinstance(e, te.DimVar):  # a run-time dimension: the entry point's argument
+                if e.index >= self.dims:
+                    raise RenderError(f"run-time dimension {e.index} of a model with "
+                                      f"{self.dims}")
+                return f"d{e.index}"
             return self.var(e)
         if isinstance(e, te.Const):
             return _literal(e)
@@ -876,20 +880,24 @@ def _literal(c: te.Const) -> str:
     return f"(({t})0x{v & ((1 << 64) - 1):x}UL)"
 
 
-def render_kernel(k: Kernel) -> RenderedKernel:
-    """The kernel's entry points, one per stage nest, in the common subset."""
+def render_kernel(k: Kernel, dims: int = 0) -> RenderedKernel:
+    """The kernel's entry points, one per stage nest, in the common subset. `dims`: the
+    model's run-time dimensions; every entry point of such a model takes their values as
+    trailing `i64 d0, d1, ...` arguments (whether it reads them or not, so the host passes
+    the same arguments to every launch), and a static model's kernels are unchanged."""
     out: list[str] = []
     launches: list[Launch] = []
     uses_f64 = False
     helpers: set[str] = set()
     mma: set[str] = set()
-    params = ", ".join(f"AOTC_GLOBAL u8* p{i}, i64 o{i}" for i in range(len(k.buffers)))
+    params = ", ".join([*(f"AOTC_GLOBAL u8* p{i}, i64 o{i}" for i in range(len(k.buffers))),
+                        *(f"i64 d{i}" for i in range(dims))])
     for j, stage in enumerate(k.stages):
         stage = simplify_indices(stage)
         local = _local_buffers(stage)
         fragments = _local_buffers(stage, "fragment")
         passed = _call_buffers(stage)
-        w = _StageWriter(k.buffers, local, fragments)
+        w = _StageWriter(k.buffers, local, fragments, dims)
         for i, b in enumerate(k.buffers):
             if b.dtype not in _MEM:
                 raise RenderError(f"the {b.dtype} element type (buffer {b.name})")
