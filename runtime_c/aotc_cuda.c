@@ -173,16 +173,21 @@ static int cu_launch(aotc_gpu_context *base, const aotc_gpu_launch *launch, int3
                      const int32_t *buffers, const int64_t *offsets) {
     cu_context_data *c = (cu_context_data *)base;
     CUdeviceptr pointers[AOTC_MAX_ARGS];
-    long long values[AOTC_MAX_ARGS];
-    void *params[2 * AOTC_MAX_ARGS];
-    int32_t a;
+    long long values[AOTC_MAX_ARGS], lengths[AOTC_GPU_MAX_DIMS];
+    void *params[2 * AOTC_MAX_ARGS + AOTC_GPU_MAX_DIMS];
+    int32_t a, num_dims = base->dims != NULL ? base->m->model->desc->num_dims : 0;
     CUresult e;
+    if (num_args < 0 || num_args > AOTC_MAX_ARGS || num_dims > AOTC_GPU_MAX_DIMS) return AOTC_ERR_INTERNAL;
     for (a = 0; a < num_args; ++a) { /* the kernels take (pointer, byte offset) per buffer */
         void *mine = aotc_gpu_buffer_override(base, buffers[a]);
         pointers[a] = mine != NULL ? (CUdeviceptr)(uintptr_t)mine : c->buffers[buffers[a]];
         values[a] = (long long)offsets[a];
         params[2 * a] = &pointers[a];
         params[2 * a + 1] = &values[a];
+    }
+    for (a = 0; a < num_dims; ++a) { /* then the run-time lengths */
+        lengths[a] = (long long)base->dims[a];
+        params[2 * num_args + a] = &lengths[a];
     }
     e = cuLaunchKernel(c->functions[launch->function], (unsigned)launch->blocks, 1, 1,
                        (unsigned)launch->threads, 1, 1, 0, c->stream, params, NULL);

@@ -160,28 +160,56 @@ static int launch_step(aotc_gpu_context *c, const aotc_gpu_step *step) {
     return AOTC_OK;
 }
 
+/* The bytes of an input or output at the run's length: with the run-time dimension on `axis`
+ * (the first axis longer than 1), the dense tensor is a prefix of the buffer laid out for the
+ * maximum (one byte or more per element, so the maximum's size divides evenly). */
+static uint64_t bytes_at(const aotc_model_desc *d, const aotc_tensor_desc *t, const int32_t *axes,
+                         int32_t i, const int64_t *dims) {
+    int32_t axis = d->num_dims > 0 ? axes[i] : -1;
+    if (axis < 0 || axis >= t->rank || t->shape[axis] <= 0 || dims == NULL) return t->num_bytes;
+    return t->num_bytes / (uint64_t)t->shape[axis] * (uint64_t)dims[0];
+}
+
 static int run_steps(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) {
     const aotc_model_desc *d = c->m->model->desc;
     int32_t i;
     int rc = AOTC_OK;
-    for (i = 0; i < d->num_inputs && rc == AOTC_OK; ++i)
-        if (d->inputs[i].num_bytes > 0)
-            rc = c->api->write(c, AOTC_GPU_FIRST_INPUT + i, inputs[i], d->inputs[i].num_bytes);
+    for (i = 0; i < d->num_inputs && rc == AOTC_OK; ++i) {
+        uint64_t bytes = bytes_at(d, &d->inputs[i], d->input_dim_axes, i, c->dims);
+        if (bytes > 0) rc = c->api->write(c, AOTC_GPU_FIRST_INPUT + i, inputs[i], bytes);
+    }
     for (i = 0; i < c->m->num_steps && rc == AOTC_OK; ++i) rc = launch_step(c, &c->m->steps[i]);
-    for (i = 0; i < d->num_outputs && rc == AOTC_OK; ++i)
-        if (d->outputs[i].num_bytes > 0)
-            rc = c->api->read(c, AOTC_GPU_FIRST_INPUT + d->num_inputs + i, outputs[i],
-                              d->outputs[i].num_bytes);
+    for (i = 0; i < d->num_outputs && rc == AOTC_OK; ++i) {
+        uint64_t bytes = bytes_at(d, &d->outputs[i], d->output_dim_axes, i, c->dims);
+        if (bytes > 0) rc = c->api->read(c, AOTC_GPU_FIRST_INPUT + d->num_inputs + i, outputs[i], bytes);
+    }
     return rc;
 }
 
-int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) {
+/* The run's dimensions into c->dims (NULL: the maxima), each checked against its range. */
+static int set_dims(aotc_gpu_context *c, const int64_t *dims) {
+    const aotc_model_desc *d = c->m->model->desc;
+    int32_t k;
+    c->dims = d->num_dims > 0 ? (dims != NULL ? dims : d->dims_max) : NULL;
+    if (d->num_dims > AOTC_GPU_MAX_DIMS) return AOTC_ERR_INTERNAL;
+    for (k = 0; dims != NULL && k < d->num_dims; ++k)
+        if (dims[k] < d->dims_min[k] || dims[k] > d->dims_max[k]) {
+            c->dims = NULL;
+            return aotc_gpu_fail(c, AOTC_ERR_BAD_SIZE, "run-time dimension %d is %lld; the model runs %lld to %lld",
+                                 (int)k, (long long)dims[k], (long long)d->dims_min[k], (long long)d->dims_max[k]);
+        }
+    return AOTC_OK;
+}
+
+int aotc_gpu_run_dims(aotc_gpu_context *c, const int64_t *dims, const void *const *inputs,
+                      void *const *outputs) {
     char first[AOTC_GPU_MESSAGE_SIZE];
     int rc, waited;
     if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
     c->error[0] = '\0';
     rc = check_run(c->m, inputs, outputs);
     if (rc != AOTC_OK) return rc;
+    if ((rc = set_dims(c, dims)) != AOTC_OK) return rc;
     if (c->api->begin != NULL && (rc = c->api->begin(c)) != AOTC_OK) return rc;
     rc = run_steps(c, inputs, outputs);
     memcpy(first, c->error, sizeof first);
@@ -190,7 +218,12 @@ int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *ou
     if (rc == AOTC_OK) rc = waited;
     else memcpy(c->error, first, sizeof first); /* the first failure's message */
     if (c->api->end != NULL) c->api->end(c);
+    c->dims = NULL;
     return rc;
+}
+
+int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) {
+    return aotc_gpu_run_dims(c, NULL, inputs, outputs);
 }
 
 /* Every application buffer of a device run belongs to the context and is large enough. */
@@ -217,6 +250,7 @@ int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *o
     c->error[0] = '\0';
     rc = check_run(c->m, (const void *const *)inputs, outputs);
     if (rc != AOTC_OK) return rc;
+    if ((rc = set_dims(c, NULL)) != AOTC_OK) return rc; /* at the maxima */
     if (c->api->begin != NULL && (rc = c->api->begin(c)) != AOTC_OK) return rc;
     rc = check_device_buffers(c, inputs, outputs);
     if (rc == AOTC_OK) {
@@ -232,6 +266,7 @@ int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *o
         else memcpy(c->error, first, sizeof first);
     }
     if (c->api->end != NULL) c->api->end(c);
+    c->dims = NULL;
     return rc;
 }
 

@@ -4,7 +4,9 @@
  *
  * A step runs one kernel: its entry points (launches) in order, each over a 1-D grid of `blocks`
  * blocks of `threads` threads, all with the step's arguments: per kernel buffer a device buffer
- * and a byte offset into it (the arena, the weights, an input or an output; aotc_ref).
+ * and a byte offset into it (the arena, the weights, an input or an output; aotc_ref), then, in a
+ * model with run-time dimensions, each dimension's value as a 64-bit integer. Grids are sized
+ * for the dimensions' maxima; the kernels' threads past a run's length do nothing.
  *
  * Not part of a bundle's public API (applications include NAME.h only). No global mutable state:
  * everything lives in a context.
@@ -21,6 +23,7 @@ extern "C" {
 #endif
 
 #define AOTC_GPU_MESSAGE_SIZE 2048 /* bytes of a context's last error message */
+#define AOTC_GPU_MAX_DIMS 8 /* run-time dimensions a GPU model may have */
 
 /* One entry point launch: functions[function] over `blocks` blocks of `threads` threads. */
 typedef struct aotc_gpu_launch {
@@ -74,7 +77,8 @@ typedef struct aotc_gpu_api {
     int (*max_threads)(aotc_gpu_context *c, int32_t function, int64_t *most);
     int (*begin)(aotc_gpu_context *c);  /* before a run's calls (may be NULL) */
     int (*write)(aotc_gpu_context *c, int32_t buffer, const void *host, uint64_t bytes);
-    /* Queues one launch with the step's arguments (buffer indices and byte offsets). */
+    /* Queues one launch with the step's arguments (buffer indices and byte offsets), then the
+     * run's c->dims (desc->num_dims values). */
     int (*launch)(aotc_gpu_context *c, const aotc_gpu_launch *launch, int32_t num_args,
                   const int32_t *buffers, const int64_t *offsets);
     int (*read)(aotc_gpu_context *c, int32_t buffer, void *host, uint64_t bytes);
@@ -99,6 +103,9 @@ struct aotc_gpu_context {
      * launches use in place of the context's own (aotc_gpu_buffer_override); NULL otherwise. */
     void *const *device_inputs;
     void *const *device_outputs;
+    /* During a run: the run-time dimensions' values (desc->num_dims of them, checked; the
+     * maxima for a run without them) that every launch passes after the buffers. */
+    const int64_t *dims;
 };
 
 extern const aotc_gpu_api aotc_opencl_api AOTC_INTERNAL;
@@ -112,6 +119,11 @@ int aotc_gpu_create(const aotc_gpu_api *api, const aotc_gpu_model *m, const unsi
                     aotc_gpu_context **out_ctx) AOTC_INTERNAL;
 /* Writes the inputs, launches every step, reads the outputs, waits for the device. */
 int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) AOTC_INTERNAL;
+/* aotc_gpu_run at the run-time dimensions `dims` (desc->num_dims values; NULL: the maxima):
+ * a value out of its range is AOTC_ERR_BAD_SIZE with a message, nothing run; the inputs and
+ * outputs are dense at those lengths, and only those bytes are copied. */
+int aotc_gpu_run_dims(aotc_gpu_context *c, const int64_t *dims, const void *const *inputs,
+                      void *const *outputs) AOTC_INTERNAL;
 /* Launches every step on the application's device buffers (OpenCL: cl_mem; CUDA: CUdeviceptr
  * as void *), each checked first, and waits for the device: no copy to or from the host. */
 int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *outputs) AOTC_INTERNAL;

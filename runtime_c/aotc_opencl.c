@@ -375,6 +375,10 @@ static int cl_launch(aotc_gpu_context *base, const aotc_gpu_launch *launch, int3
         e = clSetKernelArg(k, (cl_uint)(2 * a), sizeof(cl_mem), &mem);
         if (e == CL_SUCCESS) e = clSetKernelArg(k, (cl_uint)(2 * a + 1), sizeof offset, &offset);
     }
+    for (a = 0; base->dims != NULL && a < base->m->model->desc->num_dims && e == CL_SUCCESS; ++a) {
+        cl_long value = (cl_long)base->dims[a]; /* the run-time lengths, after the buffers */
+        e = clSetKernelArg(k, (cl_uint)(2 * num_args + a), sizeof value, &value);
+    }
     if (e != CL_SUCCESS) return cl_fail(c, "clSetKernelArg", e, "");
     e = clEnqueueNDRangeKernel(c->queue, k, 1, NULL, &global, &local, 0, NULL, NULL);
     return e == CL_SUCCESS ? AOTC_OK : cl_fail(c, "clEnqueueNDRangeKernel", e, "");

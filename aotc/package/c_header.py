@@ -63,8 +63,9 @@ def _dims_comment(program: Program) -> list[str]:
         for i, t in enumerate(tensors):
             if t.dyn_axes:
                 lines.append(f" *   {kind} {i} axis {t.dyn_axes[0]} is dim 0")
-    lines.append(f" * {program.name}_run_dims / {program.name}_run_context_dims take their values; at a "
-                 "shorter length")
+    runs = (f"{program.name}_run_context_dims takes" if program.gpu is not None else
+            f"{program.name}_run_dims / {program.name}_run_context_dims take")
+    lines.append(f" * {runs} their values; at a shorter length")
     lines.append(" * inputs and outputs are dense at that length (a prefix of the buffers above); "
                  "a value out")
     lines.append(" * of range returns AOTC_ERR_BAD_SIZE. The other run functions run at the maximum.")
@@ -158,6 +159,23 @@ def _device_run_doc(n: str, up: str, opencl: bool) -> list[str]:
             f" * (with {n}_context_error's message). */"]
 
 
+def _gpu_dims_api(program: Program) -> list[str]:
+    """A GPU bundle's run at run-time dimensions (the CPU bundle's NAME_run_context_dims)."""
+    if not program.dims:
+        return []
+    n, up = program.name, program.name.upper()
+    return [
+        f"/* {n}_run_context at the run-time dimensions dims[0 .. {up}_NUM_DIMS - 1], each within its",
+        f" * {up}_DIM_k_MIN .. {up}_DIM_k_MAX (else AOTC_ERR_BAD_SIZE, nothing run, the reason in",
+        f" * {n}_context_error); inputs and outputs dense at those lengths (only that prefix of each",
+        " * is copied to and from the device; the kernels take the lengths as arguments and stop at",
+        f" * them). {n}_run_context and {n}_run_device run at the maximum. */",
+        f"int {n}_run_context_dims({n}_context *ctx, const int64_t *dims, const void *const *inputs,",
+        "                         void *const *outputs);",
+        "",
+    ]
+
+
 def render_gpu_header(program: Program) -> str:
     """NAME.h of a GPU bundle: the CPU bundle's contract where it applies (create, run with
     inputs and outputs in host memory, destroy, status codes), on a device."""
@@ -208,6 +226,7 @@ def render_gpu_header(program: Program) -> str:
         " * context at a time. */",
         f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
         "",
+        *_gpu_dims_api(program),
         *_device_run_doc(n, up, opencl),
         f"int {n}_run_device({n}_context *ctx, void *const *inputs, void *const *outputs);",
         "",

@@ -112,7 +112,19 @@ def _tables(program: Program) -> list[str]:
     ]
 
 
-def _api(n: str, api: str) -> str:
+def _dims_api(n: str, ctx: str) -> str:
+    """NAME_run_context_dims: NAME_run_context at the run-time dimensions (aotc_gpu_run_dims
+    checks their ranges)."""
+    return f"""int {n}_run_context_dims({n}_context *ctx, const int64_t *dims, const void *const *inputs,
+                         void *const *outputs) {{
+    if (dims == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    return aotc_gpu_run_dims({ctx}, dims, inputs, outputs);
+}}
+
+"""
+
+
+def _api(n: str, api: str, dims: bool) -> str:
     ctx = "(aotc_gpu_context *)(void *)ctx"
     const_ctx = "(const aotc_gpu_context *)(const void *)ctx"
     return f"""\
@@ -140,7 +152,7 @@ int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *ou
     return aotc_gpu_run({ctx}, inputs, outputs);
 }}
 
-int {n}_run_device({n}_context *ctx, void *const *inputs, void *const *outputs) {{
+{_dims_api(n, ctx) if dims else ""}int {n}_run_device({n}_context *ctx, void *const *inputs, void *const *outputs) {{
     return aotc_gpu_run_device({ctx}, inputs, outputs);
 }}
 
@@ -183,7 +195,7 @@ def render_gpu_source(program: Program) -> str:
         "",
         *_tables(program),
         "",
-        _api(n, gpu.dialect),
+        _api(n, gpu.dialect, bool(program.dims)),
     ])
 
 
