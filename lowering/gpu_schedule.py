@@ -100,7 +100,8 @@ def bind_threads(s: StageSchedule, machine: GpuMachine, tile: Tile = (1, 1),
     dynamic = {id(lp): lp.bound for lp in spatial if lp.bound is not None}
     guarded: list[tuple[te.Var, te.Expr]] = []
     inner: list[Loop] = []
-    found = tile_axes(tensor) if tile != (1, 1) and s.body is tensor.op.body else None  # type: ignore[union-attr]
+    same = s.body is tensor.op.body or s.rewritten is not None  # type: ignore[union-attr]
+    found = tile_axes(tensor) if tile != (1, 1) and same else None
     axis_of = {id(lp): ax.var for lp, ax in zip(spatial, tensor.op.axes, strict=True)}  # type: ignore[union-attr]
     if found is not None:
         rows, cols = spatial[found[0]], spatial[found[1]]

@@ -299,3 +299,46 @@ def parse_mma_routine(name: str) -> tuple[MmaInstruction, str] | None:
     if base not in MMA_INSTRUCTIONS or op not in MMA_OPS:
         return None
     return MMA_INSTRUCTIONS[base], op
+
+
+# Integer dot products of GPUs ------------------------------------------------------------------
+@dataclass(frozen=True)
+class GpuIntDot:
+    """A GPU's 4-way integer dot product, described by what it computes:
+
+        d = sum_{j < group} a_j * b_j        a_j, b_j of `types`, sign- or zero-extended
+
+    with a and b packed in one 32-bit word each (value j in bits 8j..8j+7) and d an int32,
+    exact (no saturation). `tensorize.match_int_dot` maps an integer product reduction onto
+    it (the reduce axis split by `group`, operands packed into words, zero points moved into
+    corrections), and the loop IR says it as the te op `name` (`te.Binary.DOT`). The GPU
+    renderer writes it per dialect: OpenCL through the Arm extension `opencl_extension`'s
+    built-in `opencl` (`arm_dot`; `arm_dot_acc` of the accumulate extension is the same
+    product plus an add, which the compiler fuses) when the device defines the extension's
+    macro, else a portable function of the same value, in the same source; CUDA through
+    `cuda` (`__dp4a`, from sm_`min_sm`)."""
+
+    name: str
+    types: tuple[str, str]
+    group: int = 4
+    accumulator: str = "int32"
+    opencl: str = "arm_dot"
+    opencl_extension: str = "cl_arm_integer_dot_product_int8"
+    cuda: str = "__dp4a"
+    min_sm: int = 61
+
+    @property
+    def element(self) -> str:
+        """The operands' element type (both the same: arm_dot has no mixed form)."""
+        return self.types[0]
+
+    @property
+    def routine(self) -> str:
+        """The function the GPU prelude defines for it."""
+        return f"aotc_{self.name}"
+
+
+GPU_INT_DOTS: dict[str, GpuIntDot] = {d.name: d for d in (
+    GpuIntDot("dot4_s8", ("int8", "int8")),
+    GpuIntDot("dot4_u8", ("uint8", "uint8")),
+)}

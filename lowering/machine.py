@@ -221,6 +221,10 @@ class GpuMachine:
     # per second, 16-bit operands); none on a GPU without them
     mma: tuple[str, ...] = ()
     mma_flops: float = 0.0
+    # 4-way integer dot products (lowering.intrinsics.GPU_INT_DOTS) its kernels use for int8
+    # and uint8 products: Mali's cl_arm_integer_dot_product_int8 (with a portable fallback in
+    # the same source for devices without it), CUDA's __dp4a
+    dots: tuple[str, ...] = ()
 
     @property
     def peak_flops(self) -> float:
@@ -235,7 +239,9 @@ class GpuMachine:
 # only what every OpenCL 1.2 device offers.
 GPU_MACHINES: dict[str, GpuMachine] = {
     "sm_90": GpuMachine("sm_90", 32, 1024, 256, 227 * KIB, 16, 132, 1.98, 128, 3.35e12,
-                        ("wmma_f16_16x16x16", "wmma_bf16_16x16x16"), 989e12),
-    "mali-valhall": GpuMachine("mali-valhall", 16, 256, 64, 0, 16, 16, 0.85, 32, 50e9),
+                        ("wmma_f16_16x16x16", "wmma_bf16_16x16x16"), 989e12,
+                        ("dot4_s8", "dot4_u8")),
+    "mali-valhall": GpuMachine("mali-valhall", 16, 256, 64, 0, 16, 16, 0.85, 32, 50e9,
+                               dots=("dot4_s8", "dot4_u8")),
     "opencl-generic": GpuMachine("opencl-generic", 1, 256, 64, 16 * KIB, 16, 1, 1.0, 1, 10e9),
 }

@@ -152,6 +152,7 @@ class StageSchedule:
         self.tensorized: tuple[tuple[Loop, ...], GemmBlock] | None = None
         self.tree: int | None = None  # `tree_reduce`'s threads per block
         self.mma: MmaTile | None = None  # `mma_tile`'s plan
+        self.rewritten: str | None = None  # `Schedule.rewrite`'s reason: an equivalent body
 
     # lookup -------------------------------------------------------------------------------
     def loop(self, name: str) -> Loop:
@@ -590,6 +591,17 @@ class Schedule:
         self._stages[id(t)] = StageSchedule(t, body=te.Load(cache, [ax.var for ax in axes]))
         self.trace.append(StageStep("cache_write", t.name))
         return cache
+
+    def rewrite(self, t: te.Tensor, body: te.Expr, why: str) -> StageSchedule:
+        """Compute `t` by `body`, an expression of the same value over `t`'s output axes and
+        reduce axes of its own (e.g. an integer product over packed words,
+        `tensorize.IntDotMatch.body`); the stage's loops start again from it (returned).
+        `why` names the rewrite in the trace and in `StageSchedule.rewritten`."""
+        self._stage(t, "rewrite")
+        s = self._stages[id(t)] = StageSchedule(t, body=body)
+        s.rewritten = why
+        self.trace.append(StageStep("rewrite", t.name, (why,)))
+        return s
 
     def rfactor(self, t: te.Tensor, loop: Loop, factor_axis: int | None = None) -> te.Tensor:
         """Split the reduction `t` over its reduce loop `loop`: a new stage (returned) holds the

@@ -232,6 +232,10 @@ class Binary(Expr):
     # integer shifts by a count in [0, width) (LLVM's poison beyond: guard the count); "shr"
     # shifts in the sign bit for signed types, zeros for unsigned ones
     SHIFT = ("shl", "shr")
+    # a GPU's 4-way integer dot product (lowering/intrinsics.py `GpuIntDot`, named by its
+    # description): two uint32 words of 4 int8 ("dot4_s8") or uint8 ("dot4_u8") values,
+    # the int32 sum of the 4 products; only GPU schedules write it (tensorize.match_int_dot)
+    DOT = ("dot4_s8", "dot4_u8")
 
     def __init__(self, op: str, a: Expr, b: Expr) -> None:
         if a.dtype != b.dtype:
@@ -241,6 +245,10 @@ class Binary(Expr):
             self.dtype = "bool"
         elif op in self.ARITH or op in self.LOGIC or op in self.SHIFT:
             self.dtype = a.dtype
+        elif op in self.DOT:
+            if a.dtype != "uint32":
+                raise TEError(f"{op}: operands are uint32 words, not {a.dtype}")
+            self.dtype = "int32"
         else:
             raise TEError(f"unknown binary op {op}")
 

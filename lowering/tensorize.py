@@ -6,6 +6,10 @@ coefficients. Roles follow from which variables each access uses: C uses m and n
 stride 1), B uses k and n (n with stride 1), A uses m and k. The strides and the base pointers
 (the index with the tensorized variables at 0) become the micro-kernel's arguments.
 
+`match_int_dot` matches an integer product reduction (int8/uint8 values less zero points,
+summed into int32) against a GPU's 4-way dot product (`intrinsics.GpuIntDot`) and gives the
+equivalent reduction over packed words (`IntDotMatch.body`).
+
 `match_mma` matches a whole reduction stage against a GPU matrix instruction's description
 (`intrinsics.MmaInstruction`): which of its axes play the instruction's i, j and kk, from
 which axes each operand of the product uses, and whether the element types are the
@@ -22,7 +26,7 @@ from itertools import permutations
 
 from lowering import te
 from lowering.affine import normalize
-from lowering.intrinsics import GemmBlock, MmaInstruction
+from lowering.intrinsics import GemmBlock, GpuIntDot, MmaInstruction
 from lowering.loop_ir import Buffer, BufLoad, BufPtr, Call
 from lowering.schedule import Loop, ScheduleError
 
@@ -171,6 +175,16 @@ def _operand_type(e: te.Expr) -> str:
     return e.dtype
 
 
+def _sum_reduction(tensor: te.Tensor, instr: str) -> te.Reduce | Refused:
+    """The stage's reduction if it is a sum (what an instruction `instr` accumulates)."""
+    op = tensor.op
+    if op is None or not isinstance(op.body, te.Reduce):
+        return Refused(f"{tensor.name} is not a reduction")
+    if op.body.combiner != "sum":
+        return Refused(f"{tensor.name} is a {op.body.combiner} reduction, {instr} sums")
+    return op.body
+
+
 def _uses(e: te.Expr, v: te.Var) -> bool:
     return te.mentions(e, v)
 
@@ -182,12 +196,11 @@ def match_mma(tensor: te.Tensor, instr: MmaInstruction, allow_opt_in: bool = Fal
     factors of the instruction's operand type, one of which (A) uses some output axes that
     the other (B) ignores (fused: i) and the reduce axes (fused: kk), B output axes that A
     ignores (j); axes both use are a batch. Returns the mapping, or why not."""
+    red = _sum_reduction(tensor, instr.name)
+    if isinstance(red, Refused):
+        return red
     op = tensor.op
-    if op is None or not isinstance(op.body, te.Reduce):
-        return Refused(f"{tensor.name} is not a reduction")
-    red = op.body
-    if red.combiner != "sum":
-        return Refused(f"{tensor.name} is a {red.combiner} reduction, {instr.name} sums")
+    assert op is not None
     if instr.opt_in and not allow_opt_in:
         return Refused(f"{instr.name} rounds its operands (only on request)")
     if tensor.dtype not in ("float32", *te.HALF_DTYPES):
@@ -236,3 +249,158 @@ def match_mma(tensor: te.Tensor, instr: MmaInstruction, allow_opt_in: bool = Fal
         return min(found, key=lambda f: f.n[-1] != long_axes[-1])
     return Refused(f"{tensor.name} is not a product of two operands that each ignore an "
                    "output axis the other uses: " + "; ".join(reasons))
+
+
+# 4-way integer dot products (GPUs) ----------------------------------------------------------
+_BYTES = ("int8", "uint8")
+_SHIFT = {("uint8", "int8"): -128, ("int8", "uint8"): 128}  # what moves a value into the type
+
+
+@dataclass(frozen=True)
+class ByteFactor:
+    """A factor of an integer product as the dot instruction takes it: `int32(byte) - zero`,
+    `byte` an 8-bit value (a convolution's padding already the zero point's byte, so the
+    factor is 0 there), `zero` an int32 value of the output axes (None: 0)."""
+
+    byte: te.Expr
+    zero: te.Expr | None
+
+
+def _zero_byte(z: te.Expr, dtype: str) -> te.Expr | None:
+    """The 8-bit value of a zero point `z` (int32) in `dtype`, if it is one."""
+    if isinstance(z, te.Cast) and z.a.dtype == dtype:
+        return z.a
+    if isinstance(z, te.Const) and te.int_range(dtype)[0] <= int(z.value) <= te.int_range(dtype)[1]:
+        return te.Const(int(z.value), dtype)
+    return None
+
+
+def _byte_factor(e: te.Expr, reduce_vars: list[te.Var]) -> ByteFactor | None:
+    """`e` as `int32(byte) - zero`: a widened 8-bit value, less a zero point that ignores the
+    reduction, possibly zero where a select says (a convolution's padding). A load of an
+    int32 element-wise stage (a convolution's padding stage) is read through: the matched
+    body computes the element from the stage's own inputs, so the stage is no longer read.
+    None if not."""
+    if (isinstance(e, te.Load) and e.dtype == "int32" and e.tensor.op is not None
+            and not isinstance(e.tensor.op.body, te.Reduce)):
+        op = e.tensor.op
+        inner = te.expand_inline(te.substitute(op.body, {
+            ax.var: i for ax, i in zip(op.axes, e.indices, strict=True)}))
+        return _byte_factor(inner, reduce_vars)
+    if isinstance(e, te.Cast) and e.dtype == "int32" and e.a.dtype in _BYTES:
+        return ByteFactor(e.a, None)
+    if isinstance(e, te.Binary) and e.op == "sub":
+        inner = _byte_factor(e.a, reduce_vars)
+        if inner is None or inner.zero is not None or any(_uses(e.b, v) for v in reduce_vars):
+            return None
+        if _zero_byte(e.b, inner.byte.dtype) is None:
+            return None
+        return ByteFactor(inner.byte, e.b)
+    if isinstance(e, te.Select) and isinstance(e.f, te.Const) and e.f.value == 0:
+        inner = _byte_factor(e.t, reduce_vars)
+        if inner is None:
+            return None
+        pad = (te.Const(0, inner.byte.dtype) if inner.zero is None
+               else _zero_byte(inner.zero, inner.byte.dtype))
+        assert pad is not None
+        return ByteFactor(te.select(e.cond, inner.byte, pad), inner.zero)
+    return None
+
+
+@dataclass(frozen=True)
+class IntDotMatch:
+    """An integer product reduction mapped onto a dot instruction: its two factors, the
+    reduce axis (position) split into words of `instr.group` values, and how many correction
+    dot products the zero points cost per word (0 to 2)."""
+
+    tensor: te.Tensor
+    instr: GpuIntDot
+    factors: tuple[ByteFactor, ByteFactor]
+    axis: int
+
+    def _operand(self, f: ByteFactor) -> tuple[te.Expr, te.Expr | None]:
+        """The factor's byte in the instruction's type and its zero point there (int32 or
+        None): `int32(byte) - zero` is unchanged."""
+        shift = _SHIFT.get((f.byte.dtype, self.instr.element), 0)
+        if not shift:
+            return f.byte, f.zero
+        byte = te.cast(self.instr.element, te.cast("int32", f.byte) + shift)
+        zero = te.Const(shift, "int32") if f.zero is None else f.zero + shift
+        return byte, zero
+
+    @property
+    def corrections(self) -> int:
+        return sum(self._operand(f)[1] is not None for f in self.factors)
+
+    def body(self) -> te.Reduce:
+        """The same sum over words: with a' = A + za, b' = B + zb in the instruction's type,
+        sum_k A*B = sum_w dot(a', b') - zb*dot(a', 1) - za*dot(1, b') + K*za*zb. Values past
+        the split axis's end are 0 in both words, so only the initial value counts K."""
+        op = self.tensor.op
+        assert op is not None and isinstance(op.body, te.Reduce)
+        red = op.body
+        split = red.axes[self.axis]
+        g = self.instr.group
+        words = te.reduce_axis(-(-split.extent // g), f"{split.var.name}_w")
+        axes = [ax for i, ax in enumerate(red.axes) if i != self.axis] + [words]
+        (a, za), (b, zb) = (self._operand(f) for f in self.factors)
+
+        def word(byte: te.Expr) -> te.Expr:
+            out: te.Expr | None = None
+            for j in range(g):
+                k = words.var * g + j
+                x = te.substitute(byte, {split.var: k})
+                if split.extent % g:
+                    x = te.select(te.lt(k, split.extent), x, te.Const(0, byte.dtype))
+                u = te.cast("uint32", te.cast("uint8", x))
+                u = u if j == 0 else te.binary("shl", u, te.Const(8 * j, "uint32"))
+                out = u if out is None else te.binary("or", out, u)
+            assert out is not None
+            return out
+
+        wa, wb = word(a), word(b)
+        ones = te.Const(0x01010101, "uint32")
+        value = te.binary(self.instr.name, wa, wb)
+        if zb is not None:
+            value = value - zb * te.binary(self.instr.name, wa, ones)
+        if za is not None:
+            value = value - za * te.binary(self.instr.name, ones, wb)
+        init = red.init
+        if za is not None and zb is not None:
+            count = math.prod(ax.extent for ax in red.axes)
+            init = init + te.Const(count, "int32") * za * zb
+        return te.Reduce("sum", value, axes, init)
+
+
+def match_int_dot(tensor: te.Tensor, instr: GpuIntDot) -> IntDotMatch | Refused:
+    """Whether `tensor` is an int32 sum of products of two 8-bit values less zero points
+    (what MatMulInteger, ConvInteger, QLinearMatMul and QLinearConv compose to), which the
+    4-way dot product `instr` computes 4 at a time: returns the mapping (the reduce axis to
+    split: the innermost whose extent is a multiple of 4, else the longest), or why not."""
+    red = _sum_reduction(tensor, instr.name)
+    if isinstance(red, Refused):
+        return red
+    op = tensor.op
+    assert op is not None
+    if tensor.dtype != instr.accumulator:
+        return Refused(f"{tensor.name} is {tensor.dtype}; {instr.name} accumulates "
+                       f"{instr.accumulator}")
+    if any(isinstance(ax.extent, te.DynExtent) for ax in red.axes):
+        return Refused(f"{tensor.name} reduces over a run-time dimension")
+    body = te.expand_inline(red.body)
+    if not (isinstance(body, te.Binary) and body.op == "mul"):
+        return Refused(f"{tensor.name}'s reduction body is not a product of two values")
+    reduce_vars = [ax.var for ax in red.axes]
+    factors = []
+    for f in (body.a, body.b):
+        got = _byte_factor(f, reduce_vars)
+        if got is None:
+            return Refused(f"an operand of {tensor.name} is not an int8/uint8 value less a "
+                           f"zero point ({f.dtype}); {instr.name} takes 8-bit values")
+        factors.append(got)
+    if math.prod(ax.extent for ax in red.axes) < instr.group:
+        return Refused(f"{tensor.name} reduces over fewer than {instr.group} values")
+    multiple = [i for i, ax in enumerate(red.axes) if ax.extent % instr.group == 0]
+    axis = multiple[-1] if multiple else max(range(len(red.axes)),
+                                              key=lambda i: (red.axes[i].extent, i))
+    return IntDotMatch(tensor, instr, (factors[0], factors[1]), axis)

@@ -3,7 +3,10 @@ reduction (lowering/gpu_schedule.py, where `tile_axes` finds one), whether its o
 staged in local memory and in chunks of how many reduction steps (`stage_tiles`; only on a
 machine with local memory), whether it runs on a matrix instruction (tensor cores: knob
 `sI.mma`, the warps of a block along i and j and the instruction steps per chunk, where
-`tensorize.match_mma` maps it onto one of the machine's `GpuMachine.mma`), or, for a reduction of few outputs over many values, how many
+`tensorize.match_mma` maps it onto one of the machine's `GpuMachine.mma`), whether an
+integer product of 8-bit values runs on a 4-way dot product (knob `sI.dot`, where
+`tensorize.match_int_dot` maps it onto one of `GpuMachine.dots`: the stage rewritten over
+packed words, then register-tiled as any reduction), or, for a reduction of few outputs over many values, how many
 partial results per output a first pass computes (`split_reduction`, two launches) or how
 many threads of one block combine each output in a tree (`StageSchedule.tree_reduce`, one
 launch, local memory); and the threads per block. A stage with an axis over a run-time
@@ -37,12 +40,12 @@ from lowering.gpu_schedule import (
     staged_loads,
     tile_axes,
 )
-from lowering.intrinsics import MMA_INSTRUCTIONS
+from lowering.intrinsics import GPU_INT_DOTS, MMA_INSTRUCTIONS
 from lowering.lower import lower_schedule, stages_of
 from lowering.machine import GpuMachine
 from lowering.schedule import Schedule
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
-from lowering.tensorize import MmaMatch, match_mma
+from lowering.tensorize import IntDotMatch, MmaMatch, match_int_dot, match_mma
 
 _TILES: tuple[Tile, ...] = ((4, 4), (2, 4), (4, 2), (2, 2), (1, 4), (4, 8), (8, 4), (1, 1))
 _PARTIALS = (64, 256, 1024, 4096)
@@ -85,6 +88,15 @@ def mma_match(t: te.Tensor, machine: GpuMachine, arch: str | None) -> MmaMatch |
     return None
 
 
+def int_dot_match(t: te.Tensor, machine: GpuMachine, arch: str | None) -> IntDotMatch | None:
+    """The machine's dot instruction (available at `arch`) that computes `t`'s integer
+    products with the fewest zero-point corrections (tensorize.match_int_dot), else None."""
+    sm = int("".join(ch for ch in arch if ch.isdigit()) or 0) if arch else 0
+    found = [m for name in machine.dots if not (sm and sm < GPU_INT_DOTS[name].min_sm)
+             for m in [match_int_dot(t, GPU_INT_DOTS[name])] if m]
+    return min(found, key=lambda m: m.corrections) if found else None
+
+
 def mma_bytes(match: MmaMatch, tile: tuple[int, int, int]) -> int:
     """Local memory of a matrix-instruction block: the staged A and B chunks (16-bit) and
     the float32 output tile."""
@@ -119,6 +131,12 @@ class GpuDefaultSpace(ScheduleSpace):
         self.mma: list[MmaMatch | None] = [
             None if dyn else mma_match(t, m, getattr(target, "arch", None))
             for t, dyn in zip(self.stages, dynamic, strict=True)]
+        self.dot: list[IntDotMatch | None] = [
+            None if dyn else int_dot_match(t, m, getattr(target, "arch", None))
+            for t, dyn in zip(self.stages, dynamic, strict=True)]
+        for i, got in enumerate(self.dot):
+            if got is not None:
+                self.knobs.append(Knob(f"s{i}.dot", (1, 0)))
         for i, found in enumerate(self.mma):
             if found is None:
                 continue
@@ -173,7 +191,11 @@ class GpuDefaultSpace(ScheduleSpace):
             partials = int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
             tree = int(config.get(f"s{i}.tree") or 0)  # type: ignore[call-overload]
             mma = self._mma(config, i)
-            if mma is not None:
+            dot = self.dot[i] if config.get(f"s{i}.dot") else None
+            if dot is not None:  # the rewritten stage, register-tiled (never staged)
+                sched.rewrite(t, dot.body(), dot.instr.name)
+                bind_threads(sched[t], self.machine, self._tile(config, i), threads)
+            elif mma is not None:
                 found = self.mma[i]
                 assert found is not None
                 sched[t].mma_tile(found, (mma[0], mma[1]), mma[2])
@@ -229,10 +251,13 @@ class GpuDefaultSpace(ScheduleSpace):
             steps = math.prod(ax.extent for ax in body.axes) if isinstance(body, te.Reduce) else 1
             rows, cols = self._tile(config, i)
             axes = self.axes[i]
-            tree = int(config.get(f"s{i}.tree") or 0)  # type: ignore[call-overload]
-            partials = 0 if tree else int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
+            dot = self.dot[i] if config.get(f"s{i}.dot") else None
+            tree = 0 if dot else int(config.get(f"s{i}.tree") or 0)  # type: ignore[call-overload]
+            partials = 0 if tree or dot else int(config.get(f"s{i}.partials") or 0)  # type: ignore[call-overload]
+            if dot is not None:  # one instruction per word, and one per correction
+                steps = math.ceil(steps / dot.instr.group) * (1 + dot.corrections)
             value = body.body if isinstance(body, te.Reduce) else body
-            block = None if partials else self._staged(config, i, threads)
+            block = None if partials or dot else self._staged(config, i, threads)
             staged = {id(ld.tensor) for ld in staged_loads(t)} if block else set()
             loads = local = 0.0  # bytes per output and reduction step: device, local memory
             for top in te.loads_in(value):
@@ -268,12 +293,17 @@ class GpuDefaultSpace(ScheduleSpace):
 
     def canonical(self, config: Config) -> Config:
         """A tree reduction ignores the stage's partials; a matrix-instruction tile its
-        register tile, staging, partials and tree (set to their first options)."""
+        register tile, staging, partials and tree; a dot-product stage its staging, partials,
+        tree and matrix tile (set to their first options)."""
         out = dict(config)
         first = {k.name: k.options[0] for k in self.knobs}
         for i in range(len(self.stages)):
             if out.get(f"s{i}.tree") and f"s{i}.partials" in out:
                 out[f"s{i}.partials"] = 0
+            if out.get(f"s{i}.dot"):
+                for name in (f"s{i}.stage", f"s{i}.partials", f"s{i}.tree", f"s{i}.mma"):
+                    if name in out:
+                        out[name] = first[name]
             if out.get(f"s{i}.mma"):
                 for name in (f"s{i}.tile", f"s{i}.stage", f"s{i}.partials", f"s{i}.tree"):
                     if name in out:

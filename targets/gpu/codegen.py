@@ -23,16 +23,18 @@ class GpuModule:
     launches: dict[str, list[Launch]]  # kernel symbol -> its entry points, in order
     uses_f64: bool = False
     mma: tuple[str, ...] = ()  # matrix instructions the kernels call (render.mma_source)
+    dots: tuple[str, ...] = ()  # integer dot products the kernels call (render.dot_source)
 
     def in_dialect(self, dialect: str) -> GpuModule:
         """The same kernels in another dialect: only the prelude changes (render.py), so a
         CUDA module's kernels run on any OpenCL device in this form (the tests run them on
         PoCL)."""
-        head = prelude(self.dialect, self.uses_f64, self.mma)
+        head = prelude(self.dialect, self.uses_f64, self.mma, self.dots)
         if not self.source.startswith(head):
             raise ValueError("the module does not start with its dialect's prelude")
-        return GpuModule(dialect, prelude(dialect, self.uses_f64, self.mma)
-                         + self.source[len(head):], self.launches, self.uses_f64, self.mma)
+        return GpuModule(dialect, prelude(dialect, self.uses_f64, self.mma, self.dots)
+                         + self.source[len(head):], self.launches, self.uses_f64, self.mma,
+                         self.dots)
 
 
 def build_module(kernels: Iterable[Kernel], target: GpuTarget) -> GpuModule:
@@ -43,7 +45,8 @@ def module_of(rendered: list[RenderedKernel], dialect: str) -> GpuModule:
     return GpuModule(dialect, render_module(rendered, dialect),
                      {r.name: r.launches for r in rendered},
                      any(r.uses_f64 for r in rendered),
-                     tuple(sorted({i for r in rendered for i in r.mma})))
+                     tuple(sorted({i for r in rendered for i in r.mma})),
+                     tuple(sorted({i for r in rendered for i in r.dots})))
 
 
 def cuda_to_ptx(source: str, arch: str) -> str:
