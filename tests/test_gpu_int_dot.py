@@ -27,7 +27,8 @@ from lowering.search.gpu_space import GpuDefaultSpace
 from lowering.tensorize import IntDotMatch, Refused, match_int_dot
 from targets.gpu.codegen import cuda_to_ptx, module_of
 from targets.gpu.opencl_device import opencl_available
-from targets.gpu.render import prelude, render_kernel
+from targets.gpu.prelude import prelude
+from targets.gpu.render import render_kernel
 from targets.gpu.target import gpu_target
 
 logging.getLogger().setLevel(logging.ERROR)  # onnxruntime.quantization's pre-processing hint

@@ -19,7 +19,8 @@ from lowering.gpu_schedule import gpu_default_schedule
 from lowering.lower import lower_kernel
 from lowering.machine import GPU_MACHINES
 from targets.gpu.opencl_device import opencl_available
-from targets.gpu.render import prelude, render_kernel, render_module
+from targets.gpu.prelude import prelude
+from targets.gpu.render import render_kernel, render_module
 from targets.gpu.target import gpu_target
 
 ROOT = Path(__file__).resolve().parent.parent

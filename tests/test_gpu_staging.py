@@ -29,7 +29,8 @@ from lowering.search.gpu_space import GpuDefaultSpace
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
 from targets.gpu.opencl_device import opencl_available
-from targets.gpu.render import prelude, render_kernel
+from targets.gpu.prelude import prelude
+from targets.gpu.render import render_kernel
 from targets.gpu.target import gpu_target
 
 needs_opencl = pytest.mark.skipif(not opencl_available(),

@@ -32,7 +32,8 @@ from lowering.search.tuner import Tuner
 from lowering.tensorize import MmaMatch, Refused, match_mma
 from targets.gpu.codegen import cuda_to_ptx, module_of
 from targets.gpu.opencl_device import opencl_available
-from targets.gpu.render import prelude, render_kernel
+from targets.gpu.prelude import prelude
+from targets.gpu.render import render_kernel
 from targets.gpu.target import gpu_target
 
 needs_opencl = pytest.mark.skipif(not opencl_available(),

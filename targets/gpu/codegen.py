@@ -12,7 +12,8 @@ from pathlib import Path
 
 from aotc.errors import AotcError
 from lowering.loop_ir import Kernel
-from targets.gpu.render import Launch, RenderedKernel, prelude, render_kernel, render_module
+from targets.gpu.prelude import prelude
+from targets.gpu.render import Launch, RenderedKernel, render_kernel, render_module
 from targets.gpu.target import GpuTarget
 
 
@@ -22,8 +23,8 @@ class GpuModule:
     source: str
     launches: dict[str, list[Launch]]  # kernel symbol -> its entry points, in order
     uses_f64: bool = False
-    mma: tuple[str, ...] = ()  # matrix instructions the kernels call (render.mma_source)
-    dots: tuple[str, ...] = ()  # integer dot products the kernels call (render.dot_source)
+    mma: tuple[str, ...] = ()  # matrix instructions the kernels call (prelude.mma_source)
+    dots: tuple[str, ...] = ()  # integer dot products the kernels call (prelude.dot_source)
 
     def in_dialect(self, dialect: str) -> GpuModule:
         """The same kernels in another dialect: only the prelude changes (render.py), so a
