@@ -170,10 +170,16 @@ static uint64_t bytes_at(const aotc_model_desc *d, const aotc_tensor_desc *t, co
     return t->num_bytes / (uint64_t)t->shape[axis] * (uint64_t)dims[0];
 }
 
-static int run_steps(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) {
+/* Inputs written, every step launched, outputs read; on the application's own device buffers
+ * (`device`: set as c->device_inputs/outputs) the launches alone. */
+static int run_steps(aotc_gpu_context *c, const void *const *inputs, void *const *outputs, int device) {
     const aotc_model_desc *d = c->m->model->desc;
     int32_t i;
     int rc = AOTC_OK;
+    if (device) {
+        for (i = 0; i < c->m->num_steps && rc == AOTC_OK; ++i) rc = launch_step(c, &c->m->steps[i]);
+        return rc;
+    }
     for (i = 0; i < d->num_inputs && rc == AOTC_OK; ++i) {
         uint64_t bytes = bytes_at(d, &d->inputs[i], d->input_dim_axes, i, c->dims);
         if (bytes > 0) rc = c->api->write(c, AOTC_GPU_FIRST_INPUT + i, inputs[i], bytes);
@@ -201,31 +207,6 @@ static int set_dims(aotc_gpu_context *c, const int64_t *dims) {
     return AOTC_OK;
 }
 
-int aotc_gpu_run_dims(aotc_gpu_context *c, const int64_t *dims, const void *const *inputs,
-                      void *const *outputs) {
-    char first[AOTC_GPU_MESSAGE_SIZE];
-    int rc, waited;
-    if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
-    c->error[0] = '\0';
-    rc = check_run(c->m, inputs, outputs);
-    if (rc != AOTC_OK) return rc;
-    if ((rc = set_dims(c, dims)) != AOTC_OK) return rc;
-    if (c->api->begin != NULL && (rc = c->api->begin(c)) != AOTC_OK) return rc;
-    rc = run_steps(c, inputs, outputs);
-    memcpy(first, c->error, sizeof first);
-    /* always: the device may still read the caller's inputs or write its outputs */
-    waited = c->api->finish(c);
-    if (rc == AOTC_OK) rc = waited;
-    else memcpy(c->error, first, sizeof first); /* the first failure's message */
-    if (c->api->end != NULL) c->api->end(c);
-    c->dims = NULL;
-    return rc;
-}
-
-int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) {
-    return aotc_gpu_run_dims(c, NULL, inputs, outputs);
-}
-
 /* Every application buffer of a device run belongs to the context and is large enough. */
 static int check_device_buffers(aotc_gpu_context *c, void *const *inputs, void *const *outputs) {
     const aotc_model_desc *d = c->m->model->desc;
@@ -243,31 +224,47 @@ static int check_device_buffers(aotc_gpu_context *c, void *const *inputs, void *
     return rc;
 }
 
-int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *outputs) {
-    int32_t i;
+/* One run at `dims` (NULL: the maxima): on host memory, or (`device_inputs`, the same pointers
+ * as `inputs`, and `device`) on the application's device buffers after checking them. The wait
+ * comes after every attempt (the device may still read the caller's inputs or write its
+ * outputs) and keeps the first failure's message. */
+static int run(aotc_gpu_context *c, const int64_t *dims, const void *const *inputs,
+               void *const *outputs, void *const *device_inputs, int device) {
+    char first[AOTC_GPU_MESSAGE_SIZE];
     int rc, waited;
     if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
     c->error[0] = '\0';
-    rc = check_run(c->m, (const void *const *)inputs, outputs);
+    rc = check_run(c->m, inputs, outputs);
     if (rc != AOTC_OK) return rc;
-    if ((rc = set_dims(c, NULL)) != AOTC_OK) return rc; /* at the maxima */
+    if ((rc = set_dims(c, dims)) != AOTC_OK) return rc;
     if (c->api->begin != NULL && (rc = c->api->begin(c)) != AOTC_OK) return rc;
-    rc = check_device_buffers(c, inputs, outputs);
-    if (rc == AOTC_OK) {
-        char first[AOTC_GPU_MESSAGE_SIZE];
-        c->device_inputs = inputs;
+    if (device && (rc = check_device_buffers(c, device_inputs, outputs)) == AOTC_OK) {
+        c->device_inputs = device_inputs;
         c->device_outputs = outputs;
-        for (i = 0; i < c->m->num_steps && rc == AOTC_OK; ++i) rc = launch_step(c, &c->m->steps[i]);
-        c->device_inputs = NULL;
-        c->device_outputs = NULL;
-        memcpy(first, c->error, sizeof first);
-        waited = c->api->finish(c);
-        if (rc == AOTC_OK) rc = waited;
-        else memcpy(c->error, first, sizeof first);
     }
+    if (rc == AOTC_OK) rc = run_steps(c, inputs, outputs, device);
+    c->device_inputs = NULL;
+    c->device_outputs = NULL;
+    memcpy(first, c->error, sizeof first);
+    waited = c->api->finish(c);
+    if (rc == AOTC_OK) rc = waited;
+    else memcpy(c->error, first, sizeof first);
     if (c->api->end != NULL) c->api->end(c);
     c->dims = NULL;
     return rc;
+}
+
+int aotc_gpu_run_dims(aotc_gpu_context *c, const int64_t *dims, const void *const *inputs,
+                      void *const *outputs) {
+    return run(c, dims, inputs, outputs, NULL, 0);
+}
+
+int aotc_gpu_run(aotc_gpu_context *c, const void *const *inputs, void *const *outputs) {
+    return aotc_gpu_run_dims(c, NULL, inputs, outputs);
+}
+
+int aotc_gpu_run_device(aotc_gpu_context *c, void *const *inputs, void *const *outputs) {
+    return run(c, NULL, (const void *const *)inputs, outputs, inputs, 1);
 }
 
 int aotc_gpu_native(const aotc_gpu_context *c, void **device_context, void **queue) {
