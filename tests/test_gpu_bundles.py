@@ -196,6 +196,33 @@ int main(int argc, char **argv) {
 _ASAN = "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined"
 
 
+def build_asan_bundle(out: Path) -> None:
+    """The OpenCL bundle in `out` rebuilt under AddressSanitizer/UBSan."""
+    build_bundle(out, cflags=_ASAN, ldflags="-fsanitize=address,undefined")
+
+
+def asan_program(out: Path, source: str, exe: Path) -> Path:
+    """`source` (a C test of the bundle in `out`) built beside `exe` under the sanitizers and
+    linked with the bundle's library and OpenCL."""
+    src = exe.with_suffix(".c")
+    src.write_text(source)
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", *_ASAN.split(),
+                    f"-I{out}", "-o", str(exe), str(src), str(out / "libmodel.a"),
+                    "-fsanitize=address,undefined", "-lOpenCL", "-lpthread", "-lm"], check=True)
+    return exe
+
+
+def asan_env(folder: Path) -> dict[str, str]:
+    """The sanitizers' options, leaks checked: PoCL and its LLVM keep compiler state for the
+    process's life (never freed), so their allocations are suppressed; the host code's own
+    (and the bundle's) are reported."""
+    suppressions = folder / "lsan.supp"
+    suppressions.write_text("leak:libpocl\nleak:libLLVM\n")
+    return {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+            "LSAN_OPTIONS": f"suppressions={suppressions}:print_suppressions=0",
+            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+
+
 @pytest.mark.opencl
 @needs_opencl
 def test_opencl_api_errors_and_cache_under_asan(tmp_path: Path) -> None:
@@ -203,19 +230,9 @@ def test_opencl_api_errors_and_cache_under_asan(tmp_path: Path) -> None:
     the binary cache) and run_model leave no error and no leak of the host code's (PoCL's own
     compiler state, which it never frees, is suppressed)."""
     out = _compile("mlp", tmp_path / "bundle", "mali")
-    build_bundle(out, cflags=_ASAN, ldflags="-fsanitize=address,undefined")
-    exe = tmp_path / "api_test"
-    (tmp_path / "api_test.c").write_text(_API_TEST)
-    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", *_ASAN.split(),
-                    f"-I{out}", "-o", str(exe), str(tmp_path / "api_test.c"), str(out / "libmodel.a"),
-                    "-fsanitize=address,undefined", "-lOpenCL", "-lpthread", "-lm"], check=True)
-    # PoCL and its LLVM keep compiler state for the process's life (never freed): their
-    # allocations are not reported; the host code's own (and the bundle's) are
-    suppressions = tmp_path / "lsan.supp"
-    suppressions.write_text("leak:libpocl\nleak:libLLVM\n")
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
-           "LSAN_OPTIONS": f"suppressions={suppressions}:print_suppressions=0",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    build_asan_bundle(out)
+    exe = asan_program(out, _API_TEST, tmp_path / "api_test")
+    env = {**os.environ, **asan_env(tmp_path)}
     env.pop("AOTC_OPENCL_DEVICE", None)
     cache_file, got = tmp_path / "kernels.bin", tmp_path / "out.bin"
 
@@ -344,19 +361,10 @@ def test_opencl_run_on_device_buffers(tmp_path: Path) -> None:
     small, one of another context and NULL entries are refused with their status and message;
     under AddressSanitizer/UBSan."""
     out = _compile("mlp", tmp_path / "bundle", "mali")
-    build_bundle(out, cflags=_ASAN, ldflags="-fsanitize=address,undefined")
-    exe = tmp_path / "device_run"
-    (tmp_path / "device_run.c").write_text(_DEVICE_RUN_TEST)
-    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", *_ASAN.split(),
-                    f"-I{out}", "-o", str(exe), str(tmp_path / "device_run.c"),
-                    str(out / "libmodel.a"), "-fsanitize=address,undefined", "-lOpenCL",
-                    "-lpthread", "-lm"], check=True)
-    suppressions = tmp_path / "lsan.supp"
-    suppressions.write_text("leak:libpocl\nleak:libLLVM\n")
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
-           "LSAN_OPTIONS": f"suppressions={suppressions}:print_suppressions=0",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
-    r = subprocess.run([str(exe)], capture_output=True, text=True, env=env, timeout=300)
+    build_asan_bundle(out)
+    exe = asan_program(out, _DEVICE_RUN_TEST, tmp_path / "device_run")
+    r = subprocess.run([str(exe)], capture_output=True, text=True,
+                       env={**os.environ, **asan_env(tmp_path)}, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, r.stderr
 

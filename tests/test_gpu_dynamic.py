@@ -23,6 +23,7 @@ from onnx import helper as h
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from program_runner import assert_close, ort_outputs  # noqa: E402
 from test_dynamic_shapes import BOUND, SHAPES, _encoder, _inputs  # noqa: E402
+from test_gpu_bundles import asan_env, asan_program, build_asan_bundle  # noqa: E402
 
 from aotc.driver import compile_file, optimize_model  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
@@ -89,8 +90,6 @@ def test_cuda_kernels_pass_ptxas_and_run_every_length_in_opencl_form(encoder, tm
     _check_lengths(ocl, onnx.load(encoder))
 
 
-_ASAN = "-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined"
-
 # The C API at lengths: out of range (0, N + 1) is AOTC_ERR_BAD_SIZE with a message and writes
 # nothing; NULL dims is AOTC_ERR_NULL_ARGUMENT; length 7 from a file of ids then mask
 _API_TEST = r"""
@@ -140,7 +139,7 @@ def test_mali_bundle_runs_lengths_and_refuses_one_out_of_range(encoder, tmp_path
     lengths 1, 7 and the bound and refuses N + 1, and a C program through
     model_run_context_dims matches onnxruntime at 7 and gets AOTC_ERR_BAD_SIZE with a message
     for 0 and N + 1, nothing written."""
-    from aotc.package.build import build_bundle, run_model_command, run_model_process
+    from aotc.package.build import run_model_command, run_model_process
 
     out = tmp_path / "bundle"
     optimize_model(encoder, out, input_shapes=SHAPES, target="mali")
@@ -148,12 +147,8 @@ def test_mali_bundle_runs_lengths_and_refuses_one_out_of_range(encoder, tmp_path
     assert f"#define MODEL_DIM_0_MAX {BOUND}" in header and "#define MODEL_DIM_0_MIN 1" in header
     assert "int model_run_context_dims(model_context *ctx" in header
     assert "model_run_context_dims takes their values" in header
-    build_bundle(out, cflags=_ASAN, ldflags="-fsanitize=address,undefined")
-    suppressions = tmp_path / "lsan.supp"
-    suppressions.write_text("leak:libpocl\nleak:libLLVM\n")
-    env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
-           "LSAN_OPTIONS": f"suppressions={suppressions}:print_suppressions=0",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    build_asan_bundle(out)
+    env = asan_env(tmp_path)
     model = onnx.load(encoder)
     for n in LENGTHS:
         ins = _inputs(n)
@@ -167,12 +162,7 @@ def test_mali_bundle_runs_lengths_and_refuses_one_out_of_range(encoder, tmp_path
                                    str(tmp_path / "o0.npy"), str(tmp_path / "o1.npy")], env=env)
     assert proc.returncode == 2 and "Sanitizer" not in proc.stderr, proc.stderr
 
-    exe = tmp_path / "api_test"
-    (tmp_path / "api_test.c").write_text(_API_TEST)
-    subprocess.run(["cc", "-std=c99", "-Wall", "-Wextra", "-Werror", *_ASAN.split(),
-                    f"-I{out}", "-o", str(exe), str(tmp_path / "api_test.c"),
-                    str(out / "libmodel.a"), "-fsanitize=address,undefined", "-lOpenCL",
-                    "-lpthread", "-lm"], check=True)
+    exe = asan_program(out, _API_TEST, tmp_path / "api_test")
     ins = _inputs(7)
     (tmp_path / "in.bin").write_bytes(ins[0].tobytes() + ins[1].tobytes())
     r = subprocess.run([str(exe), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")],
