@@ -48,6 +48,12 @@ class Machine:
     # a routine of its own: it reads its rows at one pointer plus offsets, so the tall blocks
     # that lose a GEMM kernel register pressure (A's row pointers) run at other rates there
     pixel_efficiency: tuple[tuple[str, float], ...] = ()
+    # the share of `l2_bandwidth` at which the GEMM cost model lets pixel mode stream its
+    # operands from L2 (per k step a tile reads NR weights and a line of each of its pixel
+    # rows, one input plane further than the step before). Fitted per machine row to the
+    # schedules it ranks best (benchmarks/RESULTS.md); a machine file without it takes the
+    # Cascade Lake value
+    pixel_stream: float = 60 / 143
 
     @property
     def lanes_f32(self) -> int:
@@ -99,7 +105,9 @@ class Machine:
         for table in ("block_efficiency", "pixel_efficiency"):
             values[table] = tuple((str(b), float(e)) for b, e in values.get(table, ()))
         for name in ("ghz", "fma_per_cycle", "loads_per_cycle", "l1_bandwidth", "l2_bandwidth",
-                     "l3_bandwidth", "memory_bandwidth"):
+                     "l3_bandwidth", "memory_bandwidth", "pixel_stream"):
+            if name not in values:  # a field with a default, absent from an older file
+                continue
             values[name] = float(values[name])
             if not values[name] > 0:
                 raise ValueError(f"{where}: {name} must be positive")
@@ -165,6 +173,13 @@ KIB, MIB = 1 << 10, 1 << 20
 # An AVX2 machine's own `aotc calibrate` replaces either.
 ZEN_AVX2_BLOCK_EFFICIENCY = (("4x3", 0.96), ("6x2", 0.92), ("2x5", 0.89), ("2x4", 0.88),
                          ("14x1", 0.61), ("1x6", 0.45))
+# Pixel mode's AVX2 blocks measured likewise (`aotc calibrate`'s `pixel_efficiency`, best of
+# three runs each, AVX2 code on a Zen 4 core). The estimate from loads per FMA puts 4x3 14 %
+# above 6x2 where they measure within 5 % (6x2 ahead), so both AVX2 rows, generic or Zen 3,
+# had ranked 4x3 first on 3x3 layers that run 1.1-1.3x faster with 6x2; and 14x1 at 0.49
+# where it measures 0.79.
+AVX2_PIXEL_EFFICIENCY = (("4x3", 0.81), ("6x2", 0.85), ("2x5", 0.53), ("2x4", 0.50),
+                         ("14x1", 0.79), ("1x6", 0.39))
 
 # Documented values of the cores aotc knows by name. Clocks are sustained all-core vector
 # clocks; bandwidths per core with all cores streaming. Sources: the vendors' optimization
@@ -177,19 +192,26 @@ MACHINES: dict[str, Machine] = {
                            1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4),
     # any x86-64 core with AVX2 and FMA: the Cascade Lake rates the cost models were fitted
     # with, at 256 bits and 16 registers (the choices they make for AVX2 code were measured on
-    # Zen 3 hosts and on AVX2 code run by AVX-512 hosts, benchmarks/RESULTS.md)
+    # Zen 3 hosts and on AVX2 code run by AVX-512 hosts, benchmarks/RESULTS.md), pixel mode's
+    # measured AVX2 blocks, and its stream at 86 GB/s (0.6 of the 143): the share fitted with
+    # AVX-512 code (0.42) had ranked direct mode first on 1x1 layers at 7x7 that run 2x
+    # faster in pixel mode
     "generic-avx2": Machine("generic-avx2", 2.5, 256, 16, 2, 4, 2, 32 * KIB, 1 * MIB,
-                            1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4),
+                            1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4,
+                            pixel_efficiency=AVX2_PIXEL_EFFICIENCY, pixel_stream=0.6),
     # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores. The clock is
     # benchmarks/peak.py's 103 GFLOP/s per core on a 2-core instance; the rates are the
     # documented widths (two 32-byte loads from L1, 32 bytes per cycle from L2) at that clock,
-    # scaled as Zen 4's measured ones are to its widths: not yet calibrated on a Zen 3
+    # scaled as Zen 4's measured ones are to its widths: not yet calibrated on a Zen 3. Pixel
+    # mode streams at the 90 GB/s AVX2 code reaches on a Zen 4 (share 1.0 of these 90)
     "znver3": Machine("znver3", 3.2, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
-                      180e9, 90e9, 70e9, 12e9, 4, ZEN_AVX2_BLOCK_EFFICIENCY),
+                      180e9, 90e9, 70e9, 12e9, 4, ZEN_AVX2_BLOCK_EFFICIENCY,
+                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.0),
     # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle);
-    # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance
+    # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance;
+    # pixel mode's stream at the same 90 GB/s as AVX2 code's there
     "znver4": Machine("znver4", 3.56, 512, 32, 1, 4, 1, 32 * KIB, 1 * MIB, 4 * MIB, 64,
-                      205e9, 105e9, 85e9, 13e9, 4),
+                      205e9, 105e9, 85e9, 13e9, 4, pixel_stream=0.85),
     # Arm Neoverse N1 (Graviton2, Ampere Altra): NEON, two 128-bit FMA pipes
     "neoverse-n1": Machine("neoverse-n1", 2.5, 128, 32, 2, 4, 2, 64 * KIB, 1 * MIB, 512 * KIB,
                            64, 80e9, 60e9, 30e9, 10e9, 4),

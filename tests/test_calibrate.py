@@ -74,13 +74,14 @@ def test_measured_block_efficiency_drives_the_block_choice() -> None:
     assert _gemm_space(target.with_machine(fast)).default_config()["block"] == "16x1"
 
 
-def _conv_1x1_space(target):
-    """ResNet-50's 1024->256 1x1 convolution at 14x14, whose best schedule is pixel mode."""
-    x = te.placeholder((1, 1024, 14, 14), "float32", "x")
-    w = te.placeholder((256, 1024, 1, 1), "float32", "w")
+def _conv_1x1_space(target, cin: int = 1024, cout: int = 256, side: int = 14):
+    """A 1x1 convolution's space; by default ResNet-50's 1024->256 at 14x14, whose best
+    schedule is pixel mode."""
+    x = te.placeholder((1, cin, side, side), "float32", "x")
+    w = te.placeholder((cout, cin, 1, 1), "float32", "w")
     wv = np.random.default_rng(0).standard_normal(w.shape).astype(np.float32)
     ctx = OpContext(node="conv", op_type="Conv", attrs={}, inputs=[x, w], consts=[None, wv],
-                    out_shapes=[(1, 256, 14, 14)], out_dtypes=["float32"])
+                    out_shapes=[(1, cout, side, side)], out_dtypes=["float32"])
     return GemmTemplate.match([x, w], OPS["Conv"](ctx), [None, wv], target)
 
 
@@ -96,6 +97,22 @@ def test_pixel_mode_reads_its_own_measured_efficiency() -> None:
     pixel_slow = dataclasses.replace(base, pixel_efficiency=tuple(
         (b.name, 0.3) for b in _conv_1x1_space(target).blocks))
     assert _conv_1x1_space(target.with_machine(pixel_slow)).default_config()["b"] != "pixels"
+
+
+def test_pixel_mode_streams_at_the_machines_rate() -> None:
+    """Pixel mode's stream rate is the machine's: cpu-avx2's row ranks pixel mode first on a
+    1x1 layer at 7x7 (2x faster than direct mode as AVX2 code on a Zen 4), the Cascade Lake
+    share it had before ranks direct mode first; a file without the field takes that share."""
+    target = NAMED_TARGETS["cpu-avx2"]
+    assert _conv_1x1_space(target, 960, 160, 7).default_config()["b"] == "pixels"
+    slow = dataclasses.replace(target.machine, pixel_stream=60 / 143)
+    assert _conv_1x1_space(target.with_machine(slow), 960, 160, 7).default_config()["b"] != "pixels"
+    data = json.loads(target.machine.to_json())
+    assert data["pixel_stream"] == 0.6
+    del data["pixel_stream"]
+    assert Machine.from_json(json.dumps(data)).pixel_stream == 60 / 143
+    with pytest.raises(ValueError, match="pixel_stream"):
+        Machine.from_json(json.dumps({**data, "pixel_stream": 0}))
 
 
 def test_calibrate_writes_a_machine_file_that_optimize_reads(tmp_path: Path) -> None:

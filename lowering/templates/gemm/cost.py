@@ -47,9 +47,7 @@ PACK_GATHER_CYCLES = 3.0
 PACK_CONTIGUOUS_CYCLES = 1.0  # per element of a contiguous run (1x1: 0.08 ms for 64 x 3136)
 # per element of pixel mode's padding copy written channels-last, more than a plain copy
 CHANNELS_LAST_COPY_CYCLES = 0.5
-# Pixel mode: weights (bytes) up to which a block's channel tiles run innermost
-# rate of pixel mode's per-step stream (weights and input lines) from L2, of the L2 bandwidth
-PIXELS_RATE = 60 / 143
+# Pixel mode's per-step stream from L2 runs at the machine's own rate (Machine.pixel_stream)
 PIXELS_CALL_CYCLES = 40  # set-up of one tap-by-tap pixel-mode call (row pointers, branches)
 
 
@@ -249,7 +247,8 @@ class GemmCost:
         # k steps closer than a line (a stem's filter width, channels-last) revisit the same
         # lines
         lines *= min(1.0, w.run_stride / line)
-        traffic = tiles * nt * K * (blk.nr * 4 + lines * m.line) / (PIXELS_RATE * m.l2_bandwidth)
+        traffic = tiles * nt * K * (blk.nr * 4 + lines * m.line) / (
+            m.pixel_stream * m.l2_bandwidth)
         t = max(compute, traffic) + STALL * traffic
         kc = int(config["kc"])  # type: ignore[call-overload]
         if kc < K:
