@@ -162,6 +162,7 @@ def optimize(
     machine: Annotated[Path | None, typer.Option(help="Machine file (from `aotc calibrate`) whose model the schedules are chosen for, instead of the target's own")] = None,
     tune: Annotated[float, typer.Option(help="Seconds to spend measuring kernel schedules on this machine (0 = the cost model picks)")] = 0.0,
     tuning_log: Annotated[Path | None, typer.Option(help="Tuning log to reuse and extend (default when tuning: ~/.cache/aotc/tuning.jsonl)")] = None,
+    allow_tf32: Annotated[bool, typer.Option("--allow-tf32", help="Let float32 MatMul/Gemm/Conv run on tensor cores in tf32 (operands rounded to 10 mantissa bits: faster, less exact) on GPU targets that have it (cuda, sm_80 and later). Off by default; no effect on CPU targets, opencl, mali or cuda:sm_7x")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Compile MODEL into a C bundle in OUTPUT (header, executor, kernels, weights, Makefile)."""
@@ -186,6 +187,7 @@ def optimize(
                 machine=machine, name=name, weights_format=weights,
                 disabled_passes=disable_pass or [],
                 run_stage=stages.run, log=(err.print if verbose else None), tuner=tuner,
+                allow_tf32=allow_tf32,
             )
         table = Table(title=f"aotc: {model.name} → {output}/", show_header=False)
         table.add_column(style="bold")

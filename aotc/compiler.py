@@ -663,6 +663,7 @@ def compile_model(
         cpu=target.cpu,
         cpu_features=list(target.runtime_features) if isinstance(target, CpuTarget) else [],
         gpu=gpu,
+        allow_tf32=isinstance(target, GpuTarget) and target.allow_tf32,
         num_threads=num_threads,
         dims=list(dynamic.dims) if dynamic else [],
         stats={"nodes": c.stats.nodes, "kernels": c.stats.kernels,

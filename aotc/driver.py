@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -155,9 +155,12 @@ def check_emit(emit: str, target: str) -> None:
                         "write C bundles", hint="use --emit c, or a CPU target")
 
 
-def resolve_target(target: str, machine: Path | None) -> CpuTarget | GpuTarget:
+def resolve_target(target: str, machine: Path | None,
+                   allow_tf32: bool = False) -> CpuTarget | GpuTarget:
     """The named target (a GPU's: `opencl`, `mali`, `cuda`, `cuda:sm_XX`), on the machine model
-    of `machine` (a CPU's calibration file) if given."""
+    of `machine` (a CPU's calibration file) if given. `allow_tf32` (`--allow-tf32`): a GPU
+    target's float32 products may round their operands to tf32 on tensor cores where its
+    machine has the instruction; CPU targets have none and ignore it."""
     from targets.cpu.target import get_target
     from targets.gpu.target import gpu_target, is_gpu_target
 
@@ -165,7 +168,7 @@ def resolve_target(target: str, machine: Path | None) -> CpuTarget | GpuTarget:
         if machine is not None:
             raise AotcError(f"--machine describes a CPU; the {target} target carries its own "
                             "GPU model", hint="leave --machine out")
-        return gpu_target(target)
+        return replace(gpu_target(target), allow_tf32=allow_tf32)
     tgt = get_target(target)
     if machine is not None:
         from targets.cpu.calibrate import load_machine_file
@@ -186,8 +189,10 @@ def compile_file(
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
     tuner: Tuner | None = None,
+    allow_tf32: bool = False,
 ) -> tuple[Program, int]:
-    """Frontend, passes and compiler; returns the Program and the node count after passes."""
+    """Frontend, passes and compiler; returns the Program and the node count after passes.
+    `allow_tf32`: see `resolve_target`."""
     from aotc.compiler import compile_model
     from aotc.package.validate import check_name
 
@@ -197,7 +202,7 @@ def compile_file(
     check_name(name)
     if threads < 0:
         raise AotcError(f"--threads must be ≥ 0, got {threads}")
-    tgt = resolve_target(target, machine)
+    tgt = resolve_target(target, machine, allow_tf32)
     dynamic = None
     shapes, ranges = _split_ranges(input_shapes)
     if ranges:
@@ -289,6 +294,7 @@ def optimize_model(
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
     tuner: Tuner | None = None,
+    allow_tf32: bool = False,
 ) -> OptimizeResult:
     from aotc.package.bundle import write_bundle
     from aotc.package.output_folder import check_output_folder
@@ -302,7 +308,8 @@ def optimize_model(
     nodes_before = count_nodes(model)
     program, nodes_after = compile_file(
         model, input_shapes=input_shapes, target=target, threads=threads, machine=machine,
-        name=name, disabled_passes=disabled_passes, run_stage=run_stage, log=log, tuner=tuner)
+        name=name, disabled_passes=disabled_passes, run_stage=run_stage, log=log, tuner=tuner,
+        allow_tf32=allow_tf32)
     try:
         run_stage("write bundle", lambda: write_bundle(program, output, weights_format))
     except OSError as e:

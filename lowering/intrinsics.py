@@ -248,8 +248,15 @@ class MmaInstruction:
         fill(acc, lane)                       C = 0
         mma(acc, a, lda, b, ldb, lane)        C += A @ B, A at a (row stride lda), B at b
         store(c, ldc, acc, lane)              c[i * ldc + j] = C[i, j] (float32, local memory)
-    `opt_in`: float32 operands rounded to the instruction's narrower type (tf32) change a
-    model's results, so only a user's request enables it (none is described yet)."""
+    `rounds_to`: the narrower type the instruction rounds its operands to before the (then
+    exact) products, None where they are exact already: "tf32" keeps float32's exponent and
+    the top 10 of its 23 mantissa bits, rounded to nearest with ties away from zero (CUDA's
+    `wmma::__float_to_tf32`, PTX `cvt.rna.tf32.f32`, which the CUDA routine applies to every
+    fragment element after its load; OpenCL's loops round both operands the same way).
+    `opt_in`: such rounding changes a float32 model's results, so only a user's request
+    (`aotc optimize --allow-tf32`, `GpuTarget.allow_tf32`) lets the matcher use it.
+    `peak_share`: the instruction's dense rate as a fraction of the machine's `mma_flops`
+    (16-bit operands); tf32 runs at half of it on A100 and H100."""
 
     name: str
     m: int
@@ -262,6 +269,9 @@ class MmaInstruction:
     layouts: tuple[str, str] = ("row", "row")
     lanes: int = 32
     opt_in: bool = False
+    rounds_to: str | None = None
+    cuda_memory: str | None = None  # what CUDA's loads read, where not `cuda` (tf32: float)
+    peak_share: float = 1.0
 
     @property
     def loops(self) -> tuple[tuple[str, int, str], ...]:
@@ -288,6 +298,8 @@ class MmaInstruction:
 MMA_INSTRUCTIONS: dict[str, MmaInstruction] = {i.name: i for i in (
     MmaInstruction("wmma_f16_16x16x16", 16, 16, 16, "float16", "__half", 70),
     MmaInstruction("wmma_bf16_16x16x16", 16, 16, 16, "bfloat16", "__nv_bfloat16", 80),
+    MmaInstruction("wmma_tf32_16x16x8", 16, 16, 8, "float32", "nvcuda::wmma::precision::tf32",
+                   80, opt_in=True, rounds_to="tf32", cuda_memory="float", peak_share=0.5),
 )}
 
 

@@ -239,8 +239,9 @@ class GpuMachine:
     fp32_lanes: int  # FMA lanes per compute unit
     memory_bandwidth: float  # bytes/s
     # matrix instructions (tensor cores) its kernels may use, by name in
-    # lowering.intrinsics.MMA_INSTRUCTIONS, and their dense peak (floating-point operations
-    # per second, 16-bit operands); none on a GPU without them
+    # lowering.intrinsics.MMA_INSTRUCTIONS (an opt-in one, tf32, only where the user asks),
+    # and their dense peak (floating-point operations per second, 16-bit operands; an
+    # instruction's `peak_share` scales it); none on a GPU without them
     mma: tuple[str, ...] = ()
     mma_flops: float = 0.0
     # 4-way integer dot products (lowering.intrinsics.GPU_INT_DOTS) its kernels use for int8
@@ -255,13 +256,14 @@ class GpuMachine:
 
 # Documented values: NVIDIA's H100 SXM datasheet and CUDA programming guide (warp 32, 1024
 # threads per block, 227 KiB of shared memory per block, 132 SMs of 128 FP32 lanes, 989 dense
-# FP16/BF16 tensor TFLOPS, reached through WMMA from sm_70/sm_80); the
-# Mali-like row is a Valhall-class GPU as Arm's OpenCL guide describes it (warps of 16, no
-# dedicated local memory, 128-bit loads, small work-groups); the generic OpenCL row assumes
-# only what every OpenCL 1.2 device offers.
+# FP16/BF16 tensor TFLOPS, reached through WMMA from sm_70/sm_80, TF32 half that from
+# sm_80); the Mali-like row is a Valhall-class GPU as Arm's OpenCL guide describes it (warps
+# of 16, no dedicated local memory, 128-bit loads, small work-groups); the generic OpenCL row
+# assumes only what every OpenCL 1.2 device offers.
 GPU_MACHINES: dict[str, GpuMachine] = {
     "sm_90": GpuMachine("sm_90", 32, 1024, 256, 227 * KIB, 16, 132, 1.98, 128, 3.35e12,
-                        ("wmma_f16_16x16x16", "wmma_bf16_16x16x16"), 989e12,
+                        ("wmma_f16_16x16x16", "wmma_bf16_16x16x16", "wmma_tf32_16x16x8"),
+                        989e12,
                         ("dot4_s8", "dot4_u8")),
     "mali-valhall": GpuMachine("mali-valhall", 16, 256, 64, 0, 16, 16, 0.85, 32, 50e9,
                                dots=("dot4_s8", "dot4_u8")),

@@ -195,14 +195,17 @@ def match_mma(tensor: te.Tensor, instr: MmaInstruction, allow_opt_in: bool = Fal
     float32 accumulator over fused axes: a sum reduction whose body is the product of two
     factors of the instruction's operand type, one of which (A) uses some output axes that
     the other (B) ignores (fused: i) and the reduce axes (fused: kk), B output axes that A
-    ignores (j); axes both use are a batch. Returns the mapping, or why not."""
+    ignores (j); axes both use are a batch. An `opt_in` instruction (tf32, which rounds
+    float32 operands) only where `allow_opt_in` (the user asked). Returns the mapping, or
+    why not."""
     red = _sum_reduction(tensor, instr.name)
     if isinstance(red, Refused):
         return red
     op = tensor.op
     assert op is not None
     if instr.opt_in and not allow_opt_in:
-        return Refused(f"{instr.name} rounds its operands (only on request)")
+        return Refused(f"{instr.name} rounds its operands to {instr.rounds_to}, which changes "
+                       "the results: only on request (aotc optimize --allow-tf32)")
     if tensor.dtype not in ("float32", *te.HALF_DTYPES):
         return Refused(f"{tensor.name} is {tensor.dtype}; {instr.name} accumulates "
                        f"{instr.accumulator}")

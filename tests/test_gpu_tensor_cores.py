@@ -1,8 +1,9 @@
 """GPU tensor cores: reductions matched against a matrix instruction's description
 (`intrinsics.MmaInstruction`, `tensorize.match_mma`) and computed on it (`mma_tile`,
 `lower._mma`). The matcher maps MatMul (float16, bfloat16), batched MatMul and a 1x1
-convolution onto the instruction's loops and refuses float32 (by default), int8, other
-combiners and shapes that would mostly compute padding, with a reason. Kernels and compiled
+convolution onto the instruction's loops and refuses float32 (by default; tf32 on request
+is test_gpu_tf32.py's), int8, other combiners and shapes that would mostly compute padding,
+with a reason. Kernels and compiled
 models run on PoCL in their OpenCL form, where the instruction is its described loops (the
 tiling, staging, barriers, edges and epilogue around it are the CUDA kernel's), against numpy
 and onnxruntime; the CUDA form goes through nvcc + ptxas sm_90 and its PTX holds the WMMA
@@ -138,9 +139,11 @@ def test_refusals_name_the_reason() -> None:
 
 
 def test_machines_and_knob() -> None:
-    """sm_90 has the instructions, Mali and generic OpenCL none; the space offers `sI.mma`
-    (mma tiles first, 0 = off) for a float16 MatMul on cuda only, never for float32."""
-    assert set(GPU_MACHINES["sm_90"].mma) == {"wmma_f16_16x16x16", "wmma_bf16_16x16x16"}
+    """sm_90 has the instructions (tf32 only on request: test_gpu_tf32.py), Mali and generic
+    OpenCL none; the space offers `sI.mma` (mma tiles first, 0 = off) for a float16 MatMul
+    on cuda only, never for float32 by default."""
+    assert set(GPU_MACHINES["sm_90"].mma) == {"wmma_f16_16x16x16", "wmma_bf16_16x16x16",
+                                              "wmma_tf32_16x16x8"}
     assert GPU_MACHINES["mali-valhall"].mma == () and GPU_MACHINES["opencl-generic"].mma == ()
     a, b, c = _matmul(256, 128, 256)
     for name, has in (("cuda", True), ("mali", False), ("opencl", False)):

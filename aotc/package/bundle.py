@@ -28,8 +28,9 @@ def _tensor_json(t: TensorInfo) -> dict[str, object]:
 
 def manifest(program: Program, weights_format: str) -> dict[str, object]:
     """What tools (build helpers, `aotc inspect`) read about a bundle without parsing C."""
-    gpu = ({"gpu": {"api": program.gpu.dialect, "arch": program.cpu}} if program.gpu is not None
-           else {})
+    gpu = ({"gpu": {"api": program.gpu.dialect, "arch": program.cpu},
+            "allow_tf32": program.allow_tf32, "mma": list(program.gpu.mma)}
+           if program.gpu is not None else {})
     return {
         "aotc_version": __version__,
         "kind": "c",
@@ -49,7 +50,10 @@ def manifest(program: Program, weights_format: str) -> dict[str, object]:
         "weights_bytes": len(program.weights),
         "weights_format": weights_format,
         "stats": program.stats,
-        **gpu,  # a GPU bundle: its device API and what the kernels were compiled for
+        # a GPU bundle: its device API and what the kernels were compiled for, whether
+        # float32 products were allowed onto tf32 tensor cores (--allow-tf32) and the matrix
+        # instructions the kernels call
+        **gpu,
     }
 
 

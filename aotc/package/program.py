@@ -173,3 +173,6 @@ class Program:
     # GPU targets: the kernels' source and each kernel's launches (kernel_ll holds the same
     # source, kernel_object CUDA's PTX); None for a CPU program
     gpu: GpuModule | None = None
+    # `--allow-tf32` as a GPU target took it: float32 products may round their operands to
+    # tf32 on tensor cores (`gpu.mma` names the instructions the kernels do call)
+    allow_tf32: bool = False

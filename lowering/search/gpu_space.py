@@ -3,7 +3,8 @@ reduction (lowering/gpu_schedule.py, where `tile_axes` finds one), whether its o
 staged in local memory and in chunks of how many reduction steps (`stage_tiles`; only on a
 machine with local memory), whether it runs on a matrix instruction (tensor cores: knob
 `sI.mma`, the warps of a block along i and j and the instruction steps per chunk, where
-`tensorize.match_mma` maps it onto one of the machine's `GpuMachine.mma`), whether an
+`tensorize.match_mma` maps it onto one of the machine's `GpuMachine.mma`; float32 onto tf32
+only where the target allows it, `GpuTarget.allow_tf32` from `--allow-tf32`), whether an
 integer product of 8-bit values runs on a 4-way dot product (knob `sI.dot`, where
 `tensorize.match_int_dot` maps it onto one of `GpuMachine.dots`: the stage rewritten over
 packed words, then register-tiled as any reduction), or, for a reduction of few outputs over many values, how many
@@ -74,15 +75,17 @@ def _dynamic(t: te.Tensor) -> bool:
     return any(isinstance(ax.extent, te.DynExtent) for ax in [*t.op.axes, *reduce])
 
 
-def mma_match(t: te.Tensor, machine: GpuMachine, arch: str | None) -> MmaMatch | None:
+def mma_match(t: te.Tensor, machine: GpuMachine, arch: str | None,
+              allow_opt_in: bool = False) -> MmaMatch | None:
     """The first of the machine's matrix instructions (available at `arch`, CUDA's sm_XX)
-    that `t`'s computation matches (tensorize.match_mma), else None."""
+    that `t`'s computation matches (tensorize.match_mma; an opt-in one, tf32, only where
+    `allow_opt_in`), else None."""
     sm = int("".join(ch for ch in arch if ch.isdigit()) or 0) if arch else 0
     for name in machine.mma:
         instr = MMA_INSTRUCTIONS[name]
         if sm and sm < instr.min_sm:
             continue
-        found = match_mma(t, instr)
+        found = match_mma(t, instr, allow_opt_in)
         if found:
             return found
     return None
@@ -98,11 +101,11 @@ def int_dot_match(t: te.Tensor, machine: GpuMachine, arch: str | None) -> IntDot
 
 
 def mma_bytes(match: MmaMatch, tile: tuple[int, int, int]) -> int:
-    """Local memory of a matrix-instruction block: the staged A and B chunks (16-bit) and
-    the float32 output tile."""
+    """Local memory of a matrix-instruction block: the staged A and B chunks (of the
+    operand type) and the float32 output tile."""
     i = match.instr
     bm, bn, kc = i.m * tile[0], i.n * tile[1], i.k * tile[2]
-    return 2 * (bm * kc + kc * bn) + 4 * bm * bn
+    return te.ITEMSIZE[i.operand] * (bm * kc + kc * bn) + 4 * bm * bn
 
 
 class GpuDefaultSpace(ScheduleSpace):
@@ -128,8 +131,9 @@ class GpuDefaultSpace(ScheduleSpace):
                 chunks = [c for c in _CHUNKS if c < first] or [first]
                 self.knobs.append(Knob(f"s{i}.stage", (*chunks, 0)))
         m = self.machine
+        tf32 = bool(getattr(target, "allow_tf32", False))
         self.mma: list[MmaMatch | None] = [
-            None if dyn else mma_match(t, m, getattr(target, "arch", None))
+            None if dyn else mma_match(t, m, getattr(target, "arch", None), tf32)
             for t, dyn in zip(self.stages, dynamic, strict=True)]
         self.dot: list[IntDotMatch | None] = [
             None if dyn else int_dot_match(t, m, getattr(target, "arch", None))
@@ -216,9 +220,10 @@ class GpuDefaultSpace(ScheduleSpace):
 
     def _mma_cost(self, i: int, tile: tuple[int, int, int]) -> float:
         """Seconds of stage `i` on its matrix instruction: the padded fragments' work at the
-        tensor cores' peak (scaled by how many warps the grid keeps per compute unit), or
-        the operands' traffic (A once per block column, B once per block row, from device
-        memory mostly through the caches), whichever is longer, plus two barriers a chunk."""
+        instruction's peak (`peak_share` of the tensor cores', scaled by how many warps the
+        grid keeps per compute unit), or the operands' traffic (A once per block column, B
+        once per block row, from device memory mostly through the caches), whichever is
+        longer, plus two barriers a chunk."""
         m, found = self.machine, self.mma[i]
         assert found is not None
         ins = found.instr
@@ -230,8 +235,9 @@ class GpuDefaultSpace(ScheduleSpace):
         blocks = batch * m_tiles * n_tiles
         in_flight = min(1.0, blocks * tile[0] * tile[1] / (m.compute_units * _MMA_WARPS))
         work = 2 * blocks * bm * bn * chunks * kc
-        compute = work / (m.mma_flops * in_flight)
-        traffic = batch * 2 * big_k * (big_m * n_tiles + big_n * m_tiles)
+        compute = work / (m.mma_flops * ins.peak_share * in_flight)
+        size = te.ITEMSIZE[ins.operand]
+        traffic = batch * size * big_k * (big_m * n_tiles + big_n * m_tiles)
         traffic += t.size * te.ITEMSIZE.get(t.dtype, 4)
         waves = math.ceil(blocks / m.compute_units)
         barriers = waves * chunks * 2 * _BARRIER_CYCLES / (m.ghz * 1e9)

@@ -10,6 +10,8 @@ each the real instruction where the dialect has it and the described computation
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from lowering.intrinsics import (
     GPU_INT_DOTS,
     MMA_INSTRUCTIONS,
@@ -129,8 +131,12 @@ def prelude(dialect: str, uses_f64: bool = False, mma: tuple[str, ...] = (),
     if dialect == "cuda" and mma:
         head += "#include <mma.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
     f64 = "typedef double f64;\n"
+    instrs = [MMA_INSTRUCTIONS[name] for name in sorted(mma)]
+    roundings = sorted({i.rounds_to for i in instrs if i.rounds_to is not None})
     return (head + _MACROS[dialect] + _TYPEDEFS[dialect] + f64 + _VECTORS[dialect] + _HELPERS
-            + "".join(mma_source(MMA_INSTRUCTIONS[name], dialect) for name in sorted(mma))
+            + ("".join(_ROUNDING[r].opencl_source for r in roundings) if dialect == "opencl"
+               else "")
+            + "".join(mma_source(i, dialect) for i in instrs)
             + "".join(dot_source(GPU_INT_DOTS[name], dialect) for name in sorted(dots)))
 
 
@@ -158,6 +164,29 @@ def dot_source(instr: GpuIntDot, dialect: str) -> str:
 
 
 _TO_F32 = {"float16": "aotc_f16_to_f32", "bfloat16": "aotc_bf16_to_f32"}
+# what a routine's operand pointers point at: the 16-bit words of halves, or float32
+_WORD = {"float16": "u16", "bfloat16": "u16", "float32": "f32"}
+
+
+class _Rounding(NamedTuple):
+    """An instruction's rounding of float32 operands (`MmaInstruction.rounds_to`): OpenCL's
+    function (its source written once, before the routines) and CUDA's, which the routine
+    applies to each fragment element after the load."""
+
+    opencl: str
+    opencl_source: str
+    cuda: str
+
+
+_ROUNDING = {"tf32": _Rounding("aotc_f32_to_tf32", """\
+/* float32 -> tf32 (float32's exponent, 10 mantissa bits), to nearest with ties away from
+   zero, as CUDA's wmma::__float_to_tf32 (PTX cvt.rna.tf32.f32); infinities and NaN kept */
+AOTC_FN f32 aotc_f32_to_tf32(f32 x) {
+  u32 b = AOTC_F32_TO_BITS(x);
+  if ((b & 0x7f800000u) == 0x7f800000u) return x;
+  return AOTC_F32_FROM_BITS((b + 0x1000u) & 0xffffe000u);
+}
+""", "nvcuda::wmma::__float_to_tf32")}
 
 
 def mma_source(instr: MmaInstruction, dialect: str) -> str:
@@ -166,26 +195,36 @@ def mma_source(instr: MmaInstruction, dialect: str) -> str:
     compiler owns the lane-to-element mapping, so no hand-written fragment layout can be
     wrong). OpenCL: the description's loops, lane `l` holding elements l, l + lanes, ... of
     the row-major m x n accumulator; the same calls, so the kernel around the instruction
-    (tiling, staging, barriers, edges, epilogue) runs for real on any OpenCL device."""
+    (tiling, staging, barriers, edges, epilogue) runs for real on any OpenCL device. An
+    instruction that rounds its float32 operands (`rounds_to`, tf32) does so in both: CUDA
+    converts each loaded fragment element (`__float_to_tf32`), OpenCL's loops round A's and
+    B's values before the products with the same function of the bits."""
     name, m, n, k = instr.name, instr.m, instr.n, instr.k
     acc, fn = f"{MMA_PREFIX}{name}_acc", f"{MMA_PREFIX}{name}"
+    word = _WORD[instr.operand]
+    rnd = _ROUNDING[instr.rounds_to] if instr.rounds_to is not None else None
     if dialect == "cuda":
         w = "nvcuda::wmma::"
         frag = f"{w}fragment<{w}matrix_{{}}, {m}, {n}, {k}, {instr.cuda}, {w}{{}}_major>"
-        lay = instr.layouts
+        lay, mem = instr.layouts, instr.cuda_memory or instr.cuda
+        rounding = "" if rnd is None else "".join(
+            f"  for (int t = 0; t < f{x}.num_elements; ++t) f{x}.x[t] = {rnd.cuda}(f{x}.x[t]);\n"
+            for x in "ab")
         return (
             f"typedef {w}fragment<{w}accumulator, {m}, {n}, {k}, float> {acc};\n"
             f"AOTC_FN void {fn}_fill({acc}* c, i64 lane) "
             f"{{ (void)lane; {w}fill_fragment(*c, 0.0f); }}\n"
-            f"AOTC_FN void {fn}_mma({acc}* c, const u16* a, i64 lda, const u16* b, i64 ldb, "
-            "i64 lane) {\n"
+            f"AOTC_FN void {fn}_mma({acc}* c, const {word}* a, i64 lda, const {word}* b, "
+            "i64 ldb, i64 lane) {\n"
             f"  (void)lane; {frag.format('a', lay[0])} fa; {frag.format('b', lay[1])} fb;\n"
-            f"  {w}load_matrix_sync(fa, (const {instr.cuda}*)a, (unsigned)lda);\n"
-            f"  {w}load_matrix_sync(fb, (const {instr.cuda}*)b, (unsigned)ldb);\n"
+            f"  {w}load_matrix_sync(fa, (const {mem}*)a, (unsigned)lda);\n"
+            f"  {w}load_matrix_sync(fb, (const {mem}*)b, (unsigned)ldb);\n"
+            + rounding +
             f"  {w}mma_sync(*c, fa, fb, *c);\n}}\n"
             f"AOTC_FN void {fn}_store(f32* out, i64 ldc, const {acc}* c, i64 lane) "
             f"{{ (void)lane; {w}store_matrix_sync(out, *c, (unsigned)ldc, {w}mem_row_major); }}\n")
-    per, lanes, conv = instr.per_lane, instr.lanes, _TO_F32[instr.operand]
+    per, lanes = instr.per_lane, instr.lanes
+    conv = rnd.opencl if rnd is not None else _TO_F32.get(instr.operand, "")
     a_ix = "i * lda + kk" if instr.layouts[0] == "row" else "kk * lda + i"
     b_ix = "kk * ldb + j" if instr.layouts[1] == "row" else "j * ldb + kk"
     each = (f"  for (int e = 0; e < {per}; ++e) {{\n"
@@ -195,8 +234,8 @@ def mma_source(instr: MmaInstruction, dialect: str) -> str:
         f"AOTC_FN void {fn}_fill({acc}* c, i64 lane) "
         f"{{ (void)lane; for (int e = 0; e < {per}; ++e) c->v[e] = 0.0f; }}\n"
         f"/* C[i, j] += A[i, kk] * B[kk, j], i < {m}, j < {n}, kk < {k}: this lane's elements */\n"
-        f"AOTC_FN void {fn}_mma({acc}* c, __local const u16* a, i64 lda, __local const u16* b, "
-        "i64 ldb, i64 lane) {\n" + each +
+        f"AOTC_FN void {fn}_mma({acc}* c, __local const {word}* a, i64 lda, "
+        f"__local const {word}* b, i64 ldb, i64 lane) {{\n" + each +
         "    f32 s = c->v[e];\n"
         f"    for (i64 kk = 0; kk < {k}; ++kk) s += {conv}(a[{a_ix}]) * {conv}(b[{b_ix}]);\n"
         "    c->v[e] = s;\n  }\n}\n"

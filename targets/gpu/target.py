@@ -5,7 +5,9 @@ for, and the machine model (`lowering.machine.GpuMachine`) the schedules read.
 every GPU kernel); `mali` a Valhall-class Mali GPU through OpenCL; `cuda[:sm_XX]` an NVIDIA
 GPU through CUDA (default sm_90; other architectures keep the sm_90 machine model until one
 of their own is written). Nothing tests a target's name: schedules read the machine model,
-the renderer the dialect.
+the renderer the dialect. `allow_tf32` (`aotc optimize --allow-tf32`, default off) lets
+float32 products run on a matrix instruction that rounds its operands to tf32 where the
+machine has one (`GpuMachine.mma`: sm_80 and later); elsewhere it changes nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ class GpuTarget:
     dialect: str  # "opencl" | "cuda" (targets/gpu/render.py)
     arch: str | None  # CUDA's "sm_90"; None for OpenCL (built from source on the device)
     machine: GpuMachine
+    allow_tf32: bool = False  # float32 MatMul/Conv may round operands to tf32 (opt-in MMA)
 
     @property
     def cpu(self) -> str:
