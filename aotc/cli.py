@@ -265,7 +265,7 @@ def verify(
     bundle: Annotated[Path, typer.Argument(help="The bundle folder.")],
     input_shape: InputShape = None,
     runs: Annotated[int, typer.Option(min=1, help="How many random input sets to try")] = 2,
-    tol: Annotated[float, typer.Option(help="Allowed max abs error relative to max(1, |output|)")] = 1e-4,
+    tol: Annotated[float, typer.Option(help="Allowed max abs error relative to max(1, |output|); at least 8 units of the last place of a float16/bfloat16 the model computes in, or of tf32 in a bundle compiled with --allow-tf32")] = 1e-4,
     threads: Annotated[int, typer.Option(help="Threads for run_model (0 = bundle default)")] = 0,
     cc: Annotated[str, typer.Option(help="C compiler for building the bundle")] = "cc",
     runner: Annotated[str | None, typer.Option(help="Run run_model under this command, e.g. 'qemu-aarch64 -L /usr/aarch64-linux-gnu'")] = None,

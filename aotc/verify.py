@@ -103,6 +103,17 @@ def half_tolerance(model: onnx.ModelProto) -> float:
     return max((8 * HALF_EPS[t] for t in types if t in HALF_EPS), default=0.0)
 
 
+def matrix_unit_tolerance(manifest: dict) -> float:
+    """8 units of the last place of the narrowest type a GPU bundle's matrix instructions
+    round float32 operands to (tf32 under `--allow-tf32`: 10 mantissa bits, float16's), 0 if
+    none does: its float32 products differ from onnxruntime's as those roundings make them."""
+    from lowering.intrinsics import MMA_INSTRUCTIONS
+
+    rounded = [MMA_INSTRUCTIONS[name].rounds_to for name in manifest.get("mma") or ()
+               if name in MMA_INSTRUCTIONS]
+    return 8 * HALF_EPS[onnx.TensorProto.FLOAT16] if "tf32" in rounded else 0.0
+
+
 def compare(got: np.ndarray, want: np.ndarray, tol: float) -> tuple[float, float, bool]:
     """(max abs error, scale, ok): ok when error ≤ tol·max(1, max|want|) and non-finites agree;
     for float16/bfloat16 outputs tol is at least 8 units of the type's last place (sums of
@@ -240,7 +251,7 @@ def verify_bundle(
                         hint=_build_hint(manifest, cc)) from None
     rng = np.random.default_rng(seed)
     reports = []
-    tol = max(tol, half_tolerance(model))
+    tol = max(tol, half_tolerance(model), matrix_unit_tolerance(manifest))
     specs = manifest["inputs"]
     if length is not None:
         specs = [{**s, "shape": [length if i in s.get("dim_axes", ()) else d

@@ -24,6 +24,7 @@ from onnx import TensorProto, helper
 from program_runner import load_graph
 
 from aotc.compiler import compile_model
+from aotc.verify import matrix_unit_tolerance
 from lowering import te
 from lowering.intrinsics import MMA_INSTRUCTIONS
 from lowering.lower import lower_schedule
@@ -368,6 +369,8 @@ def test_cli_flag_recorded(tmp_path: Path) -> None:
         assert manifest["allow_tf32"] is want
         assert manifest["mma"] == ([TF32.name] if want else [])
         assert ("Compiled with --allow-tf32" in (out / "model.h").read_text()) is want
+        # aotc verify compares a tf32 bundle at float16's tolerance (same 10 mantissa bits)
+        assert matrix_unit_tolerance(manifest) == (8 * 2.0 ** -10 if want else 0.0)
     cpu = [tmp_path / "c0", tmp_path / "c1"]
     for out, flag in zip(cpu, ([], ["--allow-tf32"]), strict=True):
         proc = _aotc("optimize", model, "-o", out, *flag)
