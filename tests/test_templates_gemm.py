@@ -230,6 +230,28 @@ def test_cost_model_scales_packing_by_the_vector_width():
     assert space.cost(pack) > space.cost({**pack, "b": "pixels", "block": "6x2"})
 
 
+def test_direct_mode_counts_the_lines_its_rows_span():
+    """B read in place caches whole lines: on 28x28 planes (rows start on a line) a 16-float
+    micro-panel row spans one line and a 24-float one two; on 14x14 planes (196 floats, rows
+    start mid-line) a 24-float row spans ~2.4 lines (2.1 with the short last tile), so a K
+    block of 256 rows of 4x3's panel outgrows L1 and the model prefers 128 on ResNet-50's
+    1024->256 at 14x14 for AVX2 (measured 1.1-1.2x faster than 256 on a Zen 4 core running
+    AVX2 code)."""
+    t = NAMED_TARGETS["cpu-avx2"]
+    ins, out, wv = general_conv(1, 128, 28, 28, 512, 1, 1)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], t)
+    blocks = {b.name: b for b in space.blocks}
+    full_tiles = 784 // 24 * 2 * 64 + 64  # 32 tiles of two lines, the 16-float last of one
+    assert space.direct_row_bytes(blocks["6x2"]) == 64
+    assert space.direct_row_bytes(blocks["4x3"]) == full_tiles / 33
+    ins, out, wv = general_conv(1, 1024, 14, 14, 256, 1, 1)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], t)
+    blk = {b.name: b for b in space.blocks}["4x3"]
+    assert 2.0 * 64 < space.direct_row_bytes(blk) < 2.5 * 64  # 8 whole tiles, one of 4
+    direct = {**space.default_config(), "b": "direct", "block": "4x3", "parallel": "n"}
+    assert space.cost({**direct, "kc": 128}) < space.cost({**direct, "kc": 256})
+
+
 def test_cost_model_keeps_blocks_of_an_in_place_a_to_few_rows(fitted_target):
     """A GEMM whose A (activations) is read in place: every block row is a stream of lines of
     its own, and 14-row blocks measured 5-40 % slower than 6-9 rows at K >= 512 in either

@@ -78,14 +78,17 @@ class GemmCost:
 
         bw = m.bandwidth  # the rate of the smallest level a working set fits in
 
-        a_bytes, b_bytes = Mp * K * 4, K * Np * 4
+        # B's micro-panels per k step: NR packed floats, or the lines NR floats read in place
+        # span (direct mode: rows a k pitch apart, which need not start on a line)
+        b_row = self.direct_row_bytes(blk) if config["b"] == "direct" else blk.nr * 4
+        a_bytes, b_bytes = Mp * K * 4, K * nt * b_row
         # an epilogue the micro-kernel does not apply to the tile in registers re-reads the
         # output: an M x NR panel ("n") or an MR x N one ("m")
         epilogue_pass = not self._fuses_epilogue(config)
         if config["parallel"] == "n":
             # jo > kb > io: a B micro-panel stays resident across the io loop; an A block is
             # reused only by the next N panel, after the whole of A went through the cache
-            traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * blk.nr * 4)
+            traffic = nt * a_bytes / bw(a_bytes) + mt * b_bytes / bw(kc * b_row)
             traffic += epilogue_pass * Mp * Np * 8 / bw(Mp * blk.nr * 4)
         elif config["parallel"] == "blocked":
             # chunk > kb > M block > jo > io: an A block is read from beyond L2 once per
@@ -95,19 +98,21 @@ class GemmCost:
             kd = min(kc, K)
             traffic = math.ceil(nt / panels) * a_bytes / bw(a_bytes) + \
                 nt * a_bytes / bw(tiles * blk.mr * kd * 4) + \
-                mt * b_bytes / bw(kd * blk.nr * 4) + \
-                math.ceil(mt / tiles) * b_bytes / bw(panels * kd * blk.nr * 4)
+                mt * b_bytes / bw(kd * b_row) + \
+                math.ceil(mt / tiles) * b_bytes / bw(panels * kd * b_row)
             traffic += epilogue_pass * Mp * Np * 8 / bw(Mp * blk.nr * 4)
         else:
             # io > kb > jo within chunks of N panels (chunk_panels): a chunk of B is re-read
             # per M tile from where half of the cache holds it, all of A once per chunk
             chunk = min(nt, self.chunk_panels(blk))
-            traffic = mt * b_bytes / bw(2 * chunk * K * blk.nr * 4) + \
+            traffic = mt * b_bytes / bw(2 * chunk * K * b_row) + \
                 nt * a_bytes / bw(kc * blk.mr * 4)
             if chunk < nt:
                 traffic += math.ceil(nt / chunk) * a_bytes / bw(a_bytes)
             traffic += epilogue_pass * Mp * Np * 8 / bw(blk.mr * chunk * blk.nr * 4)
-        traffic += (a_bytes + b_bytes) / bw(a_bytes + b_bytes)  # first touch of each operand
+        # first touch of each operand: B's whole rows, whichever lines its panels span
+        b_dense = K * Np * 4
+        traffic += (a_bytes + b_dense) / bw(a_bytes + b_dense)
         traffic += self._write_back(config, nt)
         t = B * (max(compute, traffic) + STALL * traffic)
         if p.out_begin is not None:
@@ -199,6 +204,23 @@ class GemmCost:
         panels = max(1, min(nt, m.l3 // 2 // (kc * blk.nr * 4),
                             math.ceil(nt / max(1, m.cores))))
         return tiles, panels
+
+    def direct_row_bytes(self, blk: GemmBlock) -> float:
+        """Bytes of cache lines a micro-panel's NR floats of one k row occupy when B is read
+        in place: the lines each tile's run spans, averaged over the N tiles and over the
+        rows' offsets within a line (rows a k pitch apart, planes of 14x14 or 7x7 pixels
+        start mid-line; a 24-float run spans 2 lines at best, a 16-float run 1 where it
+        starts on one)."""
+        p, line = self.pat, self.machine.line
+        pitch = self.direct_strides[id(p.b)][1] * 4
+        n = p.n.size
+        spans = []
+        for r in range(line // math.gcd(pitch, line) if pitch % line else 1):
+            for j in range(math.ceil(n / blk.nr)):
+                start = r * pitch + j * blk.nr * 4
+                width = min(blk.nr, n - j * blk.nr) * 4
+                spans.append((start % line + width - 1) // line + 1)
+        return sum(spans) / len(spans) * line
 
     def chunk_panels(self, blk: GemmBlock) -> int:
         """N panels per chunk of the M-outer order: all of them while B fits in half of L2,
