@@ -107,10 +107,9 @@ def matrix_unit_tolerance(manifest: dict) -> float:
     """8 units of the last place of the narrowest type a GPU bundle's matrix instructions
     round float32 operands to (tf32 under `--allow-tf32`: 10 mantissa bits, float16's), 0 if
     none does: its float32 products differ from onnxruntime's as those roundings make them."""
-    from lowering.intrinsics import MMA_INSTRUCTIONS
+    from lowering.intrinsics import mma_roundings
 
-    rounded = [MMA_INSTRUCTIONS[name].rounds_to for name in manifest.get("mma") or ()
-               if name in MMA_INSTRUCTIONS]
+    rounded = mma_roundings(manifest.get("mma") or ())
     return 8 * HALF_EPS[onnx.TensorProto.FLOAT16] if "tf32" in rounded else 0.0
 
 

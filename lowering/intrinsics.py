@@ -36,6 +36,7 @@ with rows[kg] one word per row (broadcast) and cols[kg] NR contiguous words; arg
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lowering.machine import Target
@@ -301,6 +302,14 @@ MMA_INSTRUCTIONS: dict[str, MmaInstruction] = {i.name: i for i in (
     MmaInstruction("wmma_tf32_16x16x8", 16, 16, 8, "float32", "nvcuda::wmma::precision::tf32",
                    80, opt_in=True, rounds_to="tf32", cuda_memory="float", peak_share=0.5),
 )}
+
+
+def mma_roundings(names: Iterable[str]) -> tuple[str, ...]:
+    """The types the named matrix instructions round their float32 operands to (`rounds_to`,
+    e.g. "tf32"), sorted, each once; names of no known instruction (a bundle's manifest from
+    another version) are passed over."""
+    return tuple(sorted({r for n in names if n in MMA_INSTRUCTIONS
+                         for r in (MMA_INSTRUCTIONS[n].rounds_to,) if r is not None}))
 
 
 def parse_mma_routine(name: str) -> tuple[MmaInstruction, str] | None:

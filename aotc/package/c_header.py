@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aotc.package.c_text import banner, c_string, comment_safe, describe_tensor
 from aotc.package.program import Program
-from lowering.intrinsics import MMA_INSTRUCTIONS
+from lowering.intrinsics import mma_roundings
 
 WORKSPACE_ALIGN = 64
 WEIGHTS_ALIGN = 64  # AOTC_WEIGHTS_ALIGN in runtime_c/aotc_runtime.h
@@ -189,7 +189,7 @@ def render_gpu_header(program: Program) -> str:
               [f" * Target: an NVIDIA GPU through the CUDA driver API (PTX for {comment_safe(program.cpu)}, "
                "compiled by the driver", " * when a context is created); link -lcuda."])
     if program.allow_tf32:  # --allow-tf32: whether a kernel took it
-        if any(MMA_INSTRUCTIONS[i].rounds_to == "tf32" for i in program.gpu.mma):
+        if "tf32" in mma_roundings(program.gpu.mma):
             target += [" * Compiled with --allow-tf32: float32 MatMul/Conv products round their "
                        "operands to tf32", " * on tensor cores (relative error up to 2^-11 per "
                        "operand; float32's is 2^-24)."]

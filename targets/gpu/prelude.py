@@ -18,6 +18,7 @@ from lowering.intrinsics import (
     MMA_PREFIX,
     GpuIntDot,
     MmaInstruction,
+    mma_roundings,
 )
 
 DIALECTS = ("opencl", "cuda")
@@ -132,7 +133,7 @@ def prelude(dialect: str, uses_f64: bool = False, mma: tuple[str, ...] = (),
         head += "#include <mma.h>\n#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
     f64 = "typedef double f64;\n"
     instrs = [MMA_INSTRUCTIONS[name] for name in sorted(mma)]
-    roundings = sorted({i.rounds_to for i in instrs if i.rounds_to is not None})
+    roundings = mma_roundings(mma)
     return (head + _MACROS[dialect] + _TYPEDEFS[dialect] + f64 + _VECTORS[dialect] + _HELPERS
             + ("".join(_ROUNDING[r].opencl_source for r in roundings) if dialect == "opencl"
                else "")
