@@ -70,6 +70,10 @@ class For(Stmt):
     # vectorized loops: the last partial vector runs under a mask (LLVM's tail folding) instead
     # of as a scalar remainder; for short loops of dear bodies (a sigmoid over a 7x7 plane)
     masked_tail: bool = False
+    # vectorized loops of a constant trip count: the vector loop and its remainder unrolled
+    # fully whatever the code generator's size threshold, so that per-vector values computed
+    # from the index (a plane's row and column masks) become constants
+    unroll_full: bool = False
 
 
 @dataclass
@@ -253,6 +257,8 @@ def format_stmt(s: Stmt, indent: int = 0, names: Names = None) -> str:
             head += f" x{s.interleave}"
         if s.masked_tail:
             head += " masked tail"
+        if s.unroll_full:
+            head += " unrolled"
         return head + "\n" + format_stmt(s.body, indent + 1, names)
     if isinstance(s, Store):
         return (f"{pad}{s.buf.name}[{format_expr(s.index, names)}] = "

@@ -440,6 +440,32 @@ def test_depthwise_small_same_planes_run_as_one_masked_loop():
                                atol=1e-5)
 
 
+@pytest.mark.parametrize("target_name,lanes", [("cpu-avx2", 8), ("cpu-avx512", 16)])
+def test_masked_plane_loop_is_unrolled_whatever_its_size(target_name, lanes):
+    """The masked-plane loop's row and column masks are constants only once the vector loop is
+    unrolled fully, which LLVM's size threshold refused for a 14x14 plane (25 vectors of 9 taps
+    on AVX2, 13 on AVX-512: masks computed per vector from v // 14 and v % 14, 1.3-2x the time
+    of the padded form). The loop asks for the full unroll: every vector of the plane gets its
+    own FMAs in the optimised code, and no vector loop is left around them."""
+    from lowering.search.tuner import Tuner
+    from targets.cpu.codegen import ModuleBuilder, optimized_module
+    from targets.cpu.target import NAMED_TARGETS
+
+    target = NAMED_TARGETS[target_name]
+    ins, outs = _dw_tensors(c=24, h=14, w=14, stride=1, pad=1, relu=True)
+    space = select.space_for(ins, outs, [None] * 3, target)
+    cfg = {**Tuner().choose(space), "plane": "masked"}
+    kernel = space.build(cfg, "k").kernel
+    (window,) = [lp for lp in _loops(kernel.stages[1], []) if lp[0] == "v"]
+    assert window[2] == "vectorize"
+    mb = ModuleBuilder(target)
+    mb.add_kernel(kernel)
+    assert "llvm.loop.unroll.full" in mb.text()
+    ir = str(optimized_module(mb.text(), target))
+    products = ir.count(f"fmul contract <{lanes} x float>")  # each fused with its add later
+    assert products >= 196 // lanes * 9, products
+
+
 @pytest.mark.parametrize("cols,kept", [(49, True), (128, False)])
 def test_short_row_reductions_stay_loops_for_the_vectorizer(cols, kept):
     """LLVM fully unrolls a 49-column reduction before its loop vectorizer sees it, leaving it

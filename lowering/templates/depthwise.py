@@ -622,7 +622,7 @@ class _Builder:
                                    xv, ident)
                 taps.append((r0, r1, xv))
         body = Seq([loop_ir.simplify_indices(For(v, _c(oh_n * ow_n), "vectorize", self._output(
-            env, oh, ow, self._window(env, taps))))] + self._epilogue_pass())
+            env, oh, ow, self._window(env, taps)), unroll_full=True))] + self._epilogue_pass())
         return Kernel(self.name, self.buffers,
                       [first, For(plane, _c(planes - 1), self._loop_kind(planes - 2), body,
                                   start=_c(1)), last])

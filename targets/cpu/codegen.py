@@ -274,7 +274,8 @@ class _FunctionEmitter:
             lanes = self.mod.target.vector_lanes_f32
             short = (s.interleave > 0 and hi is not None and hi[0] == hi[1]
                      and hi[0] < SHORT_ROW_VECTORS * lanes)
-            self.loop(s.var, start, extent, s.kind, s.body, s.interleave, short, s.masked_tail)
+            self.loop(s.var, start, extent, s.kind, s.body, s.interleave, short, s.masked_tail,
+                      s.unroll_full)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, Call):
@@ -308,7 +309,8 @@ class _FunctionEmitter:
         self.line(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 3, i32 1)")  # read, keep, data
 
     def loop(self, var: te.Var, start: str, end: str, kind: str, body: Stmt,
-             interleave: int = 0, keep: bool = False, masked_tail: bool = False) -> None:
+             interleave: int = 0, keep: bool = False, masked_tail: bool = False,
+             unroll_full: bool = False) -> None:
         head, body_l, latch, exit_l = (self.label(x) for x in ("L", "B", "C", "X"))
         pre = self.block
         self.line(f"br label %{head}")
@@ -331,12 +333,12 @@ class _FunctionEmitter:
         self.line(f"br label %{latch}")
         self.start_block(latch)
         self.line(f"{nxt} = add nuw nsw i64 {iv}, 1")
-        md = self._loop_md(kind, interleave, keep, masked_tail)
+        md = self._loop_md(kind, interleave, keep, masked_tail, unroll_full)
         self.line(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
         self.start_block(exit_l)
 
     def _loop_md(self, kind: str, interleave: int = 0, keep: bool = False,
-                 masked_tail: bool = False) -> str:
+                 masked_tail: bool = False, unroll_full: bool = False) -> str:
         if kind == "vectorize":
             hint = self.mod.md('!"llvm.loop.vectorize.enable", i1 true')
             if masked_tail:
@@ -348,6 +350,13 @@ class _FunctionEmitter:
             if keep:
                 no_unroll = self.mod.md('!"llvm.loop.unroll.disable"')
                 hint = f"{hint}, {no_unroll}"
+            elif unroll_full:
+                # LLVM's full unroll of the vector loop and its remainder gives up past a size
+                # threshold (a 14x14 plane's 3x3 window on 8 lanes: 25 vectors of 9 taps);
+                # the follow-up hints ask for it whatever the size
+                full = self.mod.md('!"llvm.loop.unroll.full"')
+                follow = self.mod.md(f'!"llvm.loop.vectorize.followup_all", {full}')
+                hint = f"{hint}, {follow}"
         elif kind == "unroll":
             hint = self.mod.md('!"llvm.loop.unroll.enable"')
         else:
