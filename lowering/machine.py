@@ -163,15 +163,19 @@ class Target(Protocol):
 
 KIB, MIB = 1 << 10, 1 << 20
 
-# The AVX2 register blocks' throughput on cache-resident operands (`aotc calibrate`'s
-# `block_efficiency`, best of three runs), measured as AVX2 code on a Zen 4 core, whose two
-# 256-bit FMA pipes and two loads per cycle are Zen 3's. The estimate from loads per FMA that
-# the cost model falls back on, fitted to AVX-512 blocks, puts 6x2 12 % below 4x3 where it
-# measures within 5 %, and 2x4 / 2x5 20 % low. The Zen 3 row takes these (ResNet-50 and
-# MobileNetV2 compiled for it ran 0.91x and 0.95x the time); `generic-avx2` keeps the
-# estimate, which its other rates were fitted with (with these: 1.02x and 1.03x).
-# An AVX2 machine's own `aotc calibrate` replaces either.
-ZEN_AVX2_BLOCK_EFFICIENCY = (("4x3", 0.96), ("6x2", 0.92), ("2x5", 0.89), ("2x4", 0.88),
+# The AVX2 register blocks' throughput as the GEMM cost model should see it. `aotc calibrate`
+# (best of three runs, cache-resident operands, AVX2 code on a Zen 4 core, whose two 256-bit
+# FMA pipes and two loads per cycle are Zen 3's) measures 4x3 0.96, 6x2 0.92, 2x5 0.89, 2x4
+# 0.88, 14x1 0.61, 1x6 0.45. Inside a layer, B's micro-panels stream from L2 and 4x3 loads a
+# line and a half of them per k step where 6x2 loads one, which the model's traffic terms do
+# not charge to the load ports: 6x2 then runs 10-15 % faster (96x576 at 14x14 packed in the
+# M-outer order 317 against 360 us, 256x512 stride 2 at 56x56 2.70 against 3.11 ms). So 4x3
+# stands at 0.90 here, the value that minimised the regret of the model's pick over the
+# measured configurations of the 22 layers of benchmarks/rank_check.py (geomean 1.094 ->
+# 1.052; ResNet-50 compiled for cpu-avx2 0.95x the time, MobileNetV2 0.975x, RegNetY 0.93x).
+# Both AVX2 rows take it. An AVX2 machine's own `aotc calibrate` replaces it with the
+# cache-resident figures.
+AVX2_BLOCK_EFFICIENCY = (("4x3", 0.90), ("6x2", 0.92), ("2x5", 0.89), ("2x4", 0.88),
                          ("14x1", 0.61), ("1x6", 0.45))
 # Pixel mode's AVX2 blocks measured likewise (`aotc calibrate`'s `pixel_efficiency`, best of
 # three runs each, AVX2 code on a Zen 4 core). The estimate from loads per FMA puts 4x3 14 %
@@ -192,21 +196,23 @@ MACHINES: dict[str, Machine] = {
                            1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4),
     # any x86-64 core with AVX2 and FMA: the Cascade Lake rates the cost models were fitted
     # with, at 256 bits and 16 registers (the choices they make for AVX2 code were measured on
-    # Zen 3 hosts and on AVX2 code run by AVX-512 hosts, benchmarks/RESULTS.md), pixel mode's
-    # measured AVX2 blocks, and its stream at 86 GB/s (0.6 of the 143): the share fitted with
-    # AVX-512 code (0.42) had ranked direct mode first on 1x1 layers at 7x7 that run 2x
-    # faster in pixel mode
+    # Zen 3 hosts and on AVX2 code run by AVX-512 hosts, benchmarks/RESULTS.md), the AVX2
+    # blocks' efficiencies (both modes), and pixel mode's stream at 107 GB/s (0.75 of the
+    # 143): the share fitted with AVX-512 code (0.42) had ranked direct mode first on 1x1
+    # layers at 7x7 that run 2x faster in pixel mode. The share is the middle of the range
+    # (0.67-0.9) that minimises the regret over rank_check's layers with the blocks above
     "generic-avx2": Machine("generic-avx2", 2.5, 256, 16, 2, 4, 2, 32 * KIB, 1 * MIB,
                             1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4,
-                            pixel_efficiency=AVX2_PIXEL_EFFICIENCY, pixel_stream=0.6),
+                            AVX2_BLOCK_EFFICIENCY, AVX2_PIXEL_EFFICIENCY, pixel_stream=0.75),
     # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores. The clock is
     # benchmarks/peak.py's 103 GFLOP/s per core on a 2-core instance; the rates are the
     # documented widths (two 32-byte loads from L1, 32 bytes per cycle from L2) at that clock,
     # scaled as Zen 4's measured ones are to its widths: not yet calibrated on a Zen 3. Pixel
-    # mode streams at the 90 GB/s AVX2 code reaches on a Zen 4 (share 1.0 of these 90)
+    # mode streams at 108 GB/s (share 1.2 of these 90; the regret over rank_check's layers,
+    # AVX2 code on a Zen 4, is lowest from 1.1 to 1.5)
     "znver3": Machine("znver3", 3.2, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
-                      180e9, 90e9, 70e9, 12e9, 4, ZEN_AVX2_BLOCK_EFFICIENCY,
-                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.0),
+                      180e9, 90e9, 70e9, 12e9, 4, AVX2_BLOCK_EFFICIENCY,
+                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.2),
     # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle);
     # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance;
     # pixel mode's stream at the same 90 GB/s as AVX2 code's there
