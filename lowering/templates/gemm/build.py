@@ -348,7 +348,13 @@ class _Builder(ConvModes):
         value = self._source(load, vmap)
         panel = (bvar * self.mt_or_nt(which) + tile) * K
         dst = simplify_index((panel + kflat) * r + dst_r)
-        body: Stmt = For(inner, hi, "vectorize", Store(buf, dst, value), start=lo)
+        # LLVM cannot vectorize a copy shorter than a vector whose length is no power of two
+        # without a masked tail (6x2's 6-row A panels on AVX2), and says so on stderr when
+        # asked to: such a copy stays a plain loop (the same scalar code, no warning)
+        lanes = self.s.target.vector_lanes_f32
+        short = r < lanes and r & (r - 1) and not self.s.target.masked_vectors
+        body: Stmt = For(inner, hi, "serial" if short else "vectorize", Store(buf, dst, value),
+                         start=lo)
         if wrap is None and isinstance(value, BufLoad) and unit_stride(value.index, inner):
             # the next tile's run of this row, one tile ahead: each k row is a stream of its
             # own (a plane apart), more streams than the hardware prefetchers follow
