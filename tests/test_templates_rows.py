@@ -445,8 +445,9 @@ def test_masked_plane_loop_is_unrolled_whatever_its_size(target_name, lanes):
     """The masked-plane loop's row and column masks are constants only once the vector loop is
     unrolled fully, which LLVM's size threshold refused for a 14x14 plane (25 vectors of 9 taps
     on AVX2, 13 on AVX-512: masks computed per vector from v // 14 and v % 14, 1.3-2x the time
-    of the padded form). The loop asks for the full unroll: every vector of the plane gets its
-    own FMAs in the optimised code, and no vector loop is left around them."""
+    of the padded form). The loop asks for the full unroll: the optimised code holds a vector
+    product for every tap of every whole vector of the plane (17 on AVX2 without the request,
+    where 216 are due)."""
     from lowering.search.tuner import Tuner
     from targets.cpu.codegen import ModuleBuilder, optimized_module
     from targets.cpu.target import NAMED_TARGETS
