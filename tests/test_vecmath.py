@@ -338,6 +338,20 @@ def test_exp_scaled_and_built_factors_agree() -> None:
     np.testing.assert_array_equal(scaled(x), built(x))
 
 
+@pytest.mark.parametrize("built", [False, True])
+def test_exp_of_nonpositive_arguments_equals_exp(built: bool) -> None:
+    """Sigmoid's and softplus's e^-|x| (`exp_nonpositive`: one lower clamp, one exponent
+    built) gives exp's floats bit for bit on every argument it takes: x <= 0, -0, -inf and
+    NaN, denormal results included; with the host's scaling and with built factors."""
+    x = np.concatenate([-np.abs(spread(-110.0, 110.0, 400_000, seed=5)),
+                        np.linspace(-104, -86, 20001, dtype=F32),
+                        np.array([0.0, -0.0, -INF, NAN, -FLT_MAX, -103.27893, -87.33654], F32)])
+    host = (llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()) if built else ()
+    fast, ref = Compiled("exp_nonpositive", *host), Compiled("exp", *host)
+    assert fast.scale_instruction == ref.scale_instruction
+    np.testing.assert_array_equal(fast(x), ref(x))
+
+
 # ------------------------------------------------------------------------------------------
 # log, log1p
 # ------------------------------------------------------------------------------------------
@@ -615,6 +629,7 @@ def test_inverse_specials(name: str, cases: list[tuple[float, float]]) -> None:
 # ------------------------------------------------------------------------------------------
 _BASELINE_REFS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "exp": np.exp,
+    "exp_nonpositive": np.exp,
     "log": np.log,
     "log1p": np.log1p,
     "tanh": np.tanh,
@@ -632,7 +647,7 @@ _BASELINE_REFS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 # the functions' domains (log1p from -1, log from 0, the inverse ones where they are finite)
-_BASELINE_RANGES = {"log1p": (-1.0, 100.0), "log": (0.0, 100.0), "asin": (-1.0, 1.0),
+_BASELINE_RANGES = {"exp_nonpositive": (-100.0, 0.0), "log1p": (-1.0, 100.0), "log": (0.0, 100.0), "asin": (-1.0, 1.0),
                     "acos": (-1.0, 1.0), "acosh": (1.0, 100.0), "atanh": (-1.0, 1.0)}
 
 

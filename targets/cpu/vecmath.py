@@ -61,6 +61,7 @@ MATH_FUNCTIONS: dict[str, str] = {
     "tanh": "aotc_tanhf",
     "erf": "aotc_erff",
     "sigmoid": "aotc_sigmoidf",
+    "exp_nonpositive": "aotc_exp_nonpositivef",  # e^x for x <= 0 only (sigmoid, softplus)
     "softplus": "aotc_softplusf",
     "pow": "aotc_powf",
     "asin": "aotc_asinf",
@@ -84,6 +85,7 @@ _LN2_HI = 0.693359375  # 9 significant bits: n*_LN2_HI is exact for |n| < 2^15
 _LN2_LO = -2.12194440e-4  # ln 2 - _LN2_HI
 _SHIFT_F = 12582912.0  # 1.5 * 2^23: x + SHIFT rounds x to an integer held in the low bits
 _SHIFT_F_BITS = 0x4B400000
+_EXP_BIAS = 64  # e^x for x <= 0 scales by 2^(n + 64) (a normal float), then by 2^-64
 # Cephes expf: e^r = 1 + r + r^2 P(r), |r| <= ln2/2
 _EXP_P = [
     1.9875691500e-4,
@@ -95,8 +97,13 @@ _EXP_P = [
 ]
 
 
-def _exp_body(b: Fn, x: str) -> str:
-    xc = b.clamp(x, -104.0, 89.0)  # e^-104 rounds to 0, e^89 to +inf; NaN passes
+def _exp_body(b: Fn, x: str, nonpositive: bool = False) -> str:
+    """e^x; `nonpositive`: the caller guarantees x <= 0 or NaN (sigmoid's and softplus's
+    e^-|x|), so the result cannot overflow and a shorter scaling suffices."""
+    if nonpositive:  # e^-104 rounds to 0; NaN passes (an ordered compare is false for it)
+        xc = b.select(b.fcmp("olt", x, b.c(-104.0)), b.c(-104.0), x)
+    else:
+        xc = b.clamp(x, -104.0, 89.0)  # e^-104 rounds to 0, e^89 to +inf; NaN passes
     kd = b.fma(xc, b.c(_LOG2E), b.c(_SHIFT_F))
     nf = b.fsub(kd, b.c(_SHIFT_F))  # n = round(x / ln2), exactly
     r = b.fma(nf, b.c(-_LN2_HI), xc)  # exact (Sterbenz)
@@ -105,17 +112,26 @@ def _exp_body(b: Fn, x: str) -> str:
     p = b.fma(r2, b.horner(r, _EXP_P), r)
     p = b.fadd(p, b.c(1.0))
     n = b.iop("sub", b.bitcast(kd, "float", "i32"), str(_SHIFT_F_BITS))
-    if b.scale_instruction:  # p * 2^n rounded once (denormals and overflow included); a NaN
-        # input went through the clamp and the polynomial as a NaN, which the scaling keeps
+    # A NaN input went through the clamp and the polynomial as a NaN, which every scaling
+    # below keeps (a NaN times any factor is a NaN).
+    if b.scale_instruction:  # p * 2^n rounded once (denormals and overflow included)
         return b.emit(f"call float @llvm.ldexp.f32.i32(float {p}, i32 {n})")
+    if nonpositive:
+        # n in [-150, 0]: p * 2^(n + 64) is exact (a normal float), and the product with
+        # 2^-64 rounds once into the denormals where the true value lies there
+        s = b.bitcast(b.iop("shl", b.iop("add", n, str(127 + _EXP_BIAS)), "23"), "i32", "float")
+        return b.fmul(b.fmul(p, s), b.c(2.0 ** -_EXP_BIAS))
     # 2^n as 2^n1 * 2^n2 (n in [-150, 128]) so that denormal results get a single rounding and
     # overflow happens exactly where the true value overflows.
     n1 = b.iop("ashr", n, "1")
     n2 = b.iop("sub", n, n1)
     s1 = b.bitcast(b.iop("shl", b.iop("add", n1, "127"), "23"), "i32", "float")
     s2 = b.bitcast(b.iop("shl", b.iop("add", n2, "127"), "23"), "i32", "float")
-    res = b.fmul(b.fmul(p, s1), s2)
-    return b.select(b.fcmp("uno", x, x), x, res)
+    return b.fmul(b.fmul(p, s1), s2)
+
+
+def _exp_nonpositive_body(b: Fn, x: str) -> str:
+    return _exp_body(b, x, nonpositive=True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -192,13 +208,13 @@ def _tanh_body(b: Fn, x: str) -> str:
 
 
 def _sigmoid_body(b: Fn, x: str) -> str:
-    e = b.call(MATH_FUNCTIONS["exp"], "float", b.fneg(b.fabs(x)))  # in [0, 1]: never inf
+    e = b.call(MATH_FUNCTIONS["exp_nonpositive"], "float", b.fneg(b.fabs(x)))  # in [0, 1]
     num = b.select(b.fcmp("oge", x, b.c(0.0)), b.c(1.0), e)
     return b.fdiv(num, b.fadd(b.c(1.0), e))
 
 
 def _softplus_body(b: Fn, x: str) -> str:
-    e = b.call(MATH_FUNCTIONS["exp"], "float", b.fneg(b.fabs(x)))
+    e = b.call(MATH_FUNCTIONS["exp_nonpositive"], "float", b.fneg(b.fabs(x)))
     lp = b.call(MATH_FUNCTIONS["log1p"], "float", e)
     mx = b.select(b.fcmp("ogt", x, b.c(0.0)), x, b.c(0.0))
     return b.fadd(mx, lp)
@@ -299,12 +315,13 @@ _Body = Callable[..., str]
 # name -> (builder, arity, names of the functions it calls)
 _DEFS: dict[str, tuple[_Body, int, tuple[str, ...]]] = {
     "exp": (_exp_body, 1, ()),
+    "exp_nonpositive": (_exp_nonpositive_body, 1, ()),
     "log": (_log_body, 1, ()),
     "log1p": (_log1p_body, 1, ("log",)),
     "tanh": (_tanh_body, 1, ("exp",)),
     "erf": (_erf_body, 1, ("exp",)),
-    "sigmoid": (_sigmoid_body, 1, ("exp",)),
-    "softplus": (_softplus_body, 1, ("exp", "log1p")),
+    "sigmoid": (_sigmoid_body, 1, ("exp_nonpositive",)),
+    "softplus": (_softplus_body, 1, ("exp_nonpositive", "log1p")),
     "pow": (_pow_body, 2, ()),
     "asin": (vecmath_inverse.asin_body, 1, ()),
     "acos": (vecmath_inverse.acos_body, 1, ()),
