@@ -61,7 +61,7 @@ MATH_FUNCTIONS: dict[str, str] = {
     "tanh": "aotc_tanhf",
     "erf": "aotc_erff",
     "sigmoid": "aotc_sigmoidf",
-    "exp_nonpositive": "aotc_exp_nonpositivef",  # e^x for x <= 0 only (sigmoid, softplus)
+    "exp_nonpositive": "aotc_exp_nonpositivef",  # e^x for x <= 0 only (sigmoid, softplus, erf)
     "softplus": "aotc_softplusf",
     "pow": "aotc_powf",
     "asin": "aotc_asinf",
@@ -265,7 +265,7 @@ def _erf_body(b: Fn, x: str) -> str:
     q = b.fdiv(b.c(1.0), a)
     y = b.fmul(q, q)
     poly = b.select(b.fcmp("olt", a, b.c(2.0)), b.horner(y, _ERFC_P), b.horner(y, _ERFC_R))
-    ez = b.call(MATH_FUNCTIONS["exp"], "float", b.fneg(b.fmul(a, a)))
+    ez = b.call(MATH_FUNCTIONS["exp_nonpositive"], "float", b.fneg(b.fmul(a, a)))  # a >= 1
     erfc = b.fmul(b.fmul(ez, q), poly)
     big = b.copysign(b.fsub(b.c(1.0), erfc), x)
     return b.select(b.fcmp("olt", ax, b.c(1.0)), small, big)  # NaN takes `big`: NaN
@@ -319,7 +319,7 @@ _DEFS: dict[str, tuple[_Body, int, tuple[str, ...]]] = {
     "log": (_log_body, 1, ()),
     "log1p": (_log1p_body, 1, ("log",)),
     "tanh": (_tanh_body, 1, ("exp",)),
-    "erf": (_erf_body, 1, ("exp",)),
+    "erf": (_erf_body, 1, ("exp_nonpositive",)),
     "sigmoid": (_sigmoid_body, 1, ("exp_nonpositive",)),
     "softplus": (_softplus_body, 1, ("exp_nonpositive", "log1p")),
     "pow": (_pow_body, 2, ()),
