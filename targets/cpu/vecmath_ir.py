@@ -80,9 +80,12 @@ class Fn:
     def select(self, cond: str, a: str, b: str, t: str = "float") -> str:
         return self.emit(f"select i1 {cond}, {t} {a}, {t} {b}")
 
-    def clamp(self, x: str, lo: float, hi: float, t: str = "float") -> str:
-        """Clamp to [lo, hi]; NaN passes through (ordered compares are false for NaN)."""
+    def clamp(self, x: str, lo: float, hi: float | None, t: str = "float") -> str:
+        """Clamp to [lo, hi] (hi None: from below only); NaN passes through (ordered compares
+        are false for NaN)."""
         x = self.select(self.fcmp("olt", x, self.c(lo, t), t), self.c(lo, t), x, t)
+        if hi is None:
+            return x
         return self.select(self.fcmp("ogt", x, self.c(hi, t), t), self.c(hi, t), x, t)
 
     def horner(self, x: str, coeffs: list[float], t: str = "float") -> str:
