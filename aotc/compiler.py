@@ -167,6 +167,8 @@ class _LoweredNode:
     in_values: list[ir.Value] = field(default_factory=list)
     space: ScheduleSpace | None = None
     control: bool = False  # a Scan, Loop or If: control_flow.emit_control compiles it
+    # run-time checks of pinned parameters: each a kernel writing a bool, and what it checks
+    checks: list[tuple[_LoweredNode, str]] = field(default_factory=list)
 
 
 class _Compiler:
@@ -261,12 +263,14 @@ class _Compiler:
         values) when the node is one of a fused region's body (see aotc/fused.py)."""
         inputs, consts = given if given is not None else self._placeholders(node)
         attrs = {k: _attr_value(a) for k, a in node.attributes.items()}
+        # run-time checks of pinned parameters: a node's own, on the executors that run them
+        checks = [] if given is None and not isinstance(self.target, GpuTarget) else None
         return OpContext(
             node=label or node.name or "<unnamed>", op_type=node.op_type, attrs=attrs,
             inputs=inputs, consts=consts,
             out_shapes=[self.shape_of(o, node.name) for o in node.outputs],
             out_dtypes=[value_dtype(o, self.file, node.name) for o in node.outputs],
-            file=self.file,
+            file=self.file, checks=checks,
         )
 
     def lower_node(self, node: ir.Node) -> tuple[OpContext, list[te.Tensor | Alias]]:
@@ -324,20 +328,32 @@ class _Compiler:
             else:
                 lowered.produced.append((out, res))
         if lowered.produced:
-            outs = [t for _, t in lowered.produced]
-            used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
-            in_tensors = []
-            for v, ph in zip(node.inputs, ctx.inputs, strict=True):
-                if ph is not None and id(ph) in used and v is not None:
-                    in_tensors.append(ph)
-                    lowered.in_values.append(v)
-            consts = [v.const_value.numpy() if v.const_value is not None else None
-                      for v in lowered.in_values]
-            try:
-                lowered.space = space_for(in_tensors, outs, consts, self.target)
-            except ScheduleError as e:
-                raise self.gpu_refusal(e) from e
+            lowered.in_values, lowered.space = self._space(
+                node, ctx, [t for _, t in lowered.produced])
+        for k, (ok, what) in enumerate(ctx.checks or ()):
+            flag = ir.Value(name=f"{node.name or node.op_type}__check{k}", shape=ir.Shape([]),
+                            type=ir.TensorType(ir.DataType.BOOL))
+            in_values, space = self._space(node, ctx, [ok])
+            lowered.checks.append((_LoweredNode(node, ctx, produced=[(flag, ok)],
+                                                in_values=in_values, space=space), what))
         return lowered
+
+    def _space(self, node: ir.Node, ctx: OpContext, outs: list[te.Tensor]
+               ) -> tuple[list[ir.Value], ScheduleSpace]:
+        """The kernel computing `outs` from the node's inputs: the inputs it reads and its
+        schedule space."""
+        used = {id(t) for s in stages_of(outs) for t in te.tensors_read(s.op.body)}  # type: ignore[union-attr]
+        in_tensors, in_values = [], []
+        for v, ph in zip(node.inputs, ctx.inputs, strict=True):
+            if ph is not None and id(ph) in used and v is not None:
+                in_tensors.append(ph)
+                in_values.append(v)
+        consts = [v.const_value.numpy() if v.const_value is not None else None
+                  for v in in_values]
+        try:
+            return in_values, space_for(in_tensors, outs, consts, self.target)
+        except ScheduleError as e:
+            raise self.gpu_refusal(e) from e
 
     def gpu_refusal(self, e: ScheduleError) -> Exception:
         """A GPU schedule that cannot take a node's computation (one over a run-time
@@ -363,6 +379,11 @@ class _Compiler:
             self.loc[out] = self.location(src)
         for out in lowered.empty:
             self.loc[out] = self._new_arena(out)
+        for check, what in lowered.checks:  # before the kernels that take the value as pinned
+            assert check.space is not None
+            self.emit_kernel(check, check.space)
+            self.steps.append(control_flow.ValueCheck(
+                lowered.ctx.node, what, [self.loc[check.produced[0][0]]]))
         if lowered.space is not None:
             self.emit_kernel(lowered, lowered.space)
 

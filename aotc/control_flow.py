@@ -27,7 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from aotc.errors import AotcError
-from aotc.package.program import Branch, BufferRef, Item, Loop
+from aotc.package.program import Branch, BufferRef, Check, Item, Loop
 from lowering import te
 from lowering.default_schedule import default_schedule
 from lowering.lower import lower_kernel
@@ -91,7 +91,17 @@ class BranchClose:
     in_place: None = None
 
 
-MARKERS = (LoopOpen, LoopClose, BranchOpen, BranchElse, BranchClose)
+@dataclass
+class ValueCheck:
+    """A `Check` of the bool at args[0] (the value a check kernel wrote just before)."""
+
+    node: str
+    what: str
+    args: list[_Loc] = field(default_factory=list)  # [cond]
+    in_place: None = None
+
+
+MARKERS = (LoopOpen, LoopClose, BranchOpen, BranchElse, BranchClose, ValueCheck)
 
 
 def loop_ranges(steps: list) -> list[tuple[int, int, int]]:
@@ -137,6 +147,8 @@ def nest(steps: list, ref) -> list[Item]:
                 otherwise = items((BranchClose,))
                 pos += 1
                 out.append(Branch(ref(st.args[0]), then, otherwise, st.node))
+            elif isinstance(st, ValueCheck):
+                out.append(Check(ref(st.args[0]), st.node, st.what))
             else:
                 out.append(ref(st))
         return out

@@ -27,8 +27,11 @@ enum aotc_status {
     AOTC_ERR_INTERNAL = 9,             /* inconsistent generated tables (a bug in aotc) */
     AOTC_ERR_MISALIGNED_WEIGHTS = 10,  /* caller-provided weights are not aligned as the model needs */
     AOTC_ERR_NO_DEVICE = 11,           /* GPU bundles: no device (or driver), or none matches the choice */
-    AOTC_ERR_DEVICE = 12               /* GPU bundles: the device's API failed (build, allocation, launch,
+    AOTC_ERR_DEVICE = 12,              /* GPU bundles: the device's API failed (build, allocation, launch,
                                           copy); the context's message says which call and why */
+    AOTC_ERR_INPUT_VALUE = 13          /* an input holds a parameter (axes, a shape, k, ...) whose value
+                                          differs from the one the model was compiled for: the
+                                          header's "Checked at run time" lists them */
 };
 
 /* Element types of model inputs and outputs. */

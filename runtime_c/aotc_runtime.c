@@ -42,6 +42,7 @@ const char *aotc_status_message(int status) {
     case AOTC_ERR_MISALIGNED_WEIGHTS: return "the weights are not aligned to the model's WEIGHTS_ALIGN bytes";
     case AOTC_ERR_NO_DEVICE: return "no GPU device (or driver) found, or none matches the device chosen";
     case AOTC_ERR_DEVICE: return "the GPU device's API failed (see the context's message)";
+    case AOTC_ERR_INPUT_VALUE: return "an input parameter's value differs from the one the model was compiled for (its declared shapes fix it; see the header)";
     default: return "unknown status code";
     }
 }
@@ -124,6 +125,10 @@ int aotc_execute(void *ctx, const aotc_step *steps, int32_t num_steps, const aot
             if (!truth) next = step->target;
             break;
         case AOTC_STEP_JUMP: next = step->target; break;
+        case AOTC_STEP_CHECK:
+            if (step->num_args != 1) return AOTC_ERR_INTERNAL;
+            if (!truth) return AOTC_ERR_INPUT_VALUE;
+            break;
         default: return AOTC_ERR_INTERNAL;
         }
         s = next;

@@ -61,7 +61,8 @@ enum aotc_step_kind {
                                reference (if any) is true; after the loop the `count` steps
                                that follow run only when it ran an odd number of iterations */
     AOTC_STEP_IF = 3,       /* go on at `target` (the else branch) when the reference is false */
-    AOTC_STEP_JUMP = 4      /* go on at `target` (the end of a then branch) */
+    AOTC_STEP_JUMP = 4,     /* go on at `target` (the end of a then branch) */
+    AOTC_STEP_CHECK = 5     /* stop with AOTC_ERR_INPUT_VALUE when the reference is false */
 };
 
 /* One executor step. */

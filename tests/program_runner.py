@@ -19,7 +19,7 @@ from kernel_harness import link_serial
 from onnx import helper, numpy_helper
 
 from aotc.compiler import compile_model
-from aotc.package.program import DTYPES, Branch, BufferRef, Item, Program, Step
+from aotc.package.program import DTYPES, Branch, BufferRef, Check, Item, Program, Step
 from targets.cpu.target import host_target
 
 
@@ -103,6 +103,8 @@ def bind_steps(program: Program, inputs: list[np.ndarray], length: int | None = 
                     ptrs[k] = address(r)
                 return fn(ctx, ptrs, dims)
             return moved, None
+        if isinstance(item, Check):
+            return (lambda ctx, _p, dims: 0 if true_at(item.cond) else INPUT_VALUE_STATUS), None
         if isinstance(item, Branch):
             then, other = [bind(x) for x in item.then], [bind(x) for x in item.otherwise]
             return (lambda ctx, _p, dims: run(then if true_at(item.cond) else other, ctx)), None
@@ -135,13 +137,26 @@ def bind_steps(program: Program, inputs: list[np.ndarray], length: int | None = 
     return calls, outs, (lib, arena, weights, ins, dims)
 
 
+INPUT_VALUE_STATUS = 13  # AOTC_ERR_INPUT_VALUE (runtime_c/aotc_api.h): a failed Check
+
+
+class RunFailed(RuntimeError):
+    """A step returned a non-zero status, as the C executor would report it."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        super().__init__(f"the program stopped with status {status}")
+
+
 def run_program(program: Program, inputs: list[np.ndarray], length: int | None = None
                 ) -> list[np.ndarray]:
     """The program's outputs on `inputs` (at `length` of its run-time dimension, if it has one)."""
     calls, outs, keep = bind_steps(program, inputs, length)
     dims = keep[-1]
     for fn, ptrs in calls:
-        assert fn(None, ptrs, dims) == 0
+        status = fn(None, ptrs, dims)
+        if status:
+            raise RunFailed(status)
     if not program.dims:
         return outs
     n = program.dims[0].hi if length is None else length

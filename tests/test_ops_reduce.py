@@ -63,6 +63,15 @@ def test_reduce_int(op, dtype):
     run_node(op, [x, axes_input([0, -1])], consts={1}, keepdims=0)
 
 
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reduce_bool(op, keepdims):
+    """A maximum of bools is "any", a minimum "all" (over an empty axis, which onnxruntime
+    refuses, the node test test_reduce_max_empty_set_bool holds aotc to false)."""
+    x = np.random.default_rng(3).random((4, 3, 5)) < 0.3
+    run_node(op, [x, axes_input([1])], consts={1}, keepdims=keepdims)
+
+
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax"])
 def test_reduce_float64(op):
     run_node(op, [rand(6, 7, dtype=np.float64), axes_input([1])], consts={1})

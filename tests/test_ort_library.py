@@ -386,3 +386,24 @@ def test_cli_reports_islands_and_what_was_left_out(tmp_path):
     (tmp_path / "out" / "libaotc_model.so").unlink()
     subprocess.run(["make", "-s", "-C", str(tmp_path / "out")], check=True)
     assert (tmp_path / "out" / "libaotc_model.so").is_file()
+
+
+def test_a_parameter_given_as_an_input_is_checked_in_the_island(tmp_path):
+    """ReduceSum whose axes are a graph input, compiled for the axes its declared output
+    shape fixes (lowering/ops/pinned.py): the island runs them, and other axes are an
+    onnxruntime error with the island's message, never a wrong result."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("ReduceSum", ["r", "axes"], ["y"], keepdims=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5]),
+         helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 1, 5])])
+    original = tmp_path / "reduce.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)], ir_version=10),
+              original)
+    feed = {"x": _rand(3, 4, 5), "axes": np.array([-2], np.int64)}
+    result, _ = check_three_ways(original, tmp_path / "out", feed=feed)
+    assert len(result.islands) == 1 and result.left_out == []
+    sess = _session(result.model_path, result.library_path)
+    with pytest.raises(Exception, match="compiled for"):
+        sess.run(None, {**feed, "axes": np.array([2], np.int64)})

@@ -102,6 +102,31 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
                 value.type = other.type
     _loop_carried_shapes(model)
     _compress_shapes(model)
+    _shapes_from_readers(model)
+
+
+# Operators whose output has their first input's shape, whatever their attributes.
+_SAME_SHAPE = frozenset({
+    "Abs", "Neg", "Sqrt", "Log", "Exp", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Erf",
+    "Relu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Not", "Cast", "CastLike", "Identity",
+    "IsNaN", "IsInf", "Sin", "Cos",
+})
+
+
+def _shapes_from_readers(model: ir.Model) -> None:
+    """A value whose shape inference left unknown takes the static shape of what an
+    element-wise reader of it gives (`Log(ReduceSum(x, axes))` with axes given at run time
+    and the Log's output declared): backwards through chains of such readers."""
+    for graph in irutil.all_graphs(model.graph):
+        for node in reversed(list(graph)):
+            if node.op_type not in _SAME_SHAPE or node.domain != "" or not node.inputs:
+                continue
+            x, y = node.inputs[0], node.outputs[0]
+            if x is None or irutil.static_dims(x.shape) is not None:
+                continue
+            dims = irutil.static_dims(y.shape)
+            if dims is not None and (x.shape is None or len(x.shape) == len(dims)):
+                x.shape = ir.Shape(dims)
 
 
 def _loop_carried_shapes(model: ir.Model) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aotc.package.c_text import banner, c_string, comment_safe, describe_tensor
-from aotc.package.program import Program
+from aotc.package.program import Check, Program, flat_items
 from lowering.intrinsics import mma_roundings
 
 WORKSPACE_ALIGN = 64
@@ -73,6 +73,19 @@ def _dims_comment(program: Program) -> list[str]:
     return lines
 
 
+def _checks_comment(program: Program) -> list[str]:
+    """The parameters given as inputs that the kernels were compiled for (pinned by the
+    model's declared shapes): a run whose inputs hold another value stops with an error."""
+    checks = [item for item in flat_items(program.steps) if isinstance(item, Check)]
+    if not checks:
+        return []
+    lines = [" *", " * Checked at run time (parameters given as inputs, compiled for the value the "
+             "model's", " * declared shapes fix; another value returns AOTC_ERR_INPUT_VALUE, "
+             "outputs unspecified):"]
+    lines += [f" *   {comment_safe(c.what)}" for c in checks]
+    return lines
+
+
 def _dims_api(program: Program) -> list[str]:
     if not program.dims:
         return []
@@ -102,6 +115,7 @@ def _open(program: Program, target: list[str], contract: list[str]) -> list[str]
         " *",
         *_io_comment(program),
         *_dims_comment(program),
+        *_checks_comment(program),
         " *",
         *contract,
         " */",

@@ -1,15 +1,16 @@
-"""A Program's items (kernel steps, loops, branches) as the C executor's flat step table.
+"""A Program's items (kernel steps, loops, branches, checks) as the C executor's flat step table.
 
 A loop is its LOOP row, its body, its LOOP_END row and the steps of its odd exit; a branch is
-its IF row, the then branch, a JUMP row past the else branch, and the else branch. Row
-indices are what the rows' `target`s name (aotc_runtime.h, enum aotc_step_kind).
+its IF row, the then branch, a JUMP row past the else branch, and the else branch; a check is
+one CHECK row. Row indices are what the rows' `target`s name (aotc_runtime.h, enum
+aotc_step_kind).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aotc.package.program import Branch, BufferRef, Item, Loop, Step
+from aotc.package.program import Branch, BufferRef, Check, Item, Loop, Step
 
 STEP_ENUM = {
     "kernel": "AOTC_STEP_KERNEL",
@@ -17,6 +18,7 @@ STEP_ENUM = {
     "loop_end": "AOTC_STEP_LOOP_END",
     "if": "AOTC_STEP_IF",
     "jump": "AOTC_STEP_JUMP",
+    "check": "AOTC_STEP_CHECK",
 }
 
 
@@ -41,6 +43,8 @@ def _emit(items: list[Item], rows: list[Row]) -> None:
     for item in items:
         if isinstance(item, Step):
             rows.append(Row("kernel", item.args, item.node, item.kernel))
+        elif isinstance(item, Check):
+            rows.append(Row("check", (item.cond,), item.node))
         elif isinstance(item, Loop):
             start = len(rows)
             head = Row("loop", (item.cond_in,) if item.cond_in else (), item.node,

@@ -135,20 +135,36 @@ class Branch:
     node: str
 
 
-Item = Step | Loop | Branch
+@dataclass(frozen=True)
+class Check:
+    """Stop the run with AOTC_ERR_INPUT_VALUE when the bool at `cond` is false: a parameter
+    given as an input that the compiled kernels took as fixed (its value pinned by the
+    model's declared shapes, lowering/ops/pinned.py) holds another value at run time.
+    `what` says which value it had to be, for messages and the bundle's header."""
+
+    cond: BufferRef
+    node: str
+    what: str
+
+
+Item = Step | Loop | Branch | Check
+
+
+def flat_items(items: list[Item]) -> list[Item]:
+    """Every item of `items` and of the loops and branches in them, in table order."""
+    out: list[Item] = []
+    for item in items:
+        out.append(item)
+        if isinstance(item, Loop):
+            out += flat_items(item.body) + list(item.on_odd_exit)
+        elif isinstance(item, Branch):
+            out += flat_items(item.then) + flat_items(item.otherwise)
+    return out
 
 
 def kernel_steps(items: list[Item]) -> list[Step]:
     """Every kernel step of `items`, loops' and branches' included, in table order."""
-    out: list[Step] = []
-    for item in items:
-        if isinstance(item, Step):
-            out.append(item)
-        elif isinstance(item, Loop):
-            out += kernel_steps(item.body) + item.on_odd_exit
-        else:
-            out += kernel_steps(item.then) + kernel_steps(item.otherwise)
-    return out
+    return [item for item in flat_items(items) if isinstance(item, Step)]
 
 
 @dataclass

@@ -39,6 +39,10 @@ class OpContext:
     out_dtypes: list[str]
     file: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # run-time checks of parameters the declared shapes pin (lowering/ops/pinned.py): a bool
+    # scalar that must be true and what it checks; None where the caller cannot run checks
+    # (a fused region's body, a GPU target), so such parameters must be constants there
+    checks: list[tuple[te.Tensor, str]] | None = None
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)

@@ -15,7 +15,7 @@ import itertools
 import numpy as np
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import normalize_axis
 from lowering.ops.nn.geometry import str_attr
 from lowering.ops.nn.resize_coords import (
@@ -61,13 +61,18 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[np.float32]
         return scales
     if not ctx.has_input(3):
         raise ctx.error("Resize needs either scales or sizes")
-    sizes = np.asarray(ctx.const(3, "sizes"), dtype=np.int64).reshape(-1)
-    if sizes.size != len(axes):
-        raise ctx.error(f"{sizes.size} sizes for {len(axes)} axes")
-    ratios = [np.float32(s) / np.float32(in_shape[a]) for a, s in zip(axes, sizes, strict=True)]
     policy = str_attr(ctx, "keep_aspect_ratio_policy", "stretch")
     if policy not in POLICIES:
         raise ctx.error(f"keep_aspect_ratio_policy '{policy}' is not one of {POLICIES}")
+    if policy == "stretch" and pinned.run_time(ctx, 3) is not None:
+        # stretched, the sizes are the output's: pinned, checked at run time (pinned.py)
+        out = ctx.out_shapes[0]
+        sizes = pinned.values(ctx, 3, [out[a] for a in axes], "sizes").reshape(-1)
+    else:
+        sizes = np.asarray(ctx.const(3, "sizes"), dtype=np.int64).reshape(-1)
+    if sizes.size != len(axes):
+        raise ctx.error(f"{sizes.size} sizes for {len(axes)} axes")
+    ratios = [np.float32(s) / np.float32(in_shape[a]) for a, s in zip(axes, sizes, strict=True)]
     if policy != "stretch":
         common = min(ratios) if policy == "not_larger" else max(ratios)
         ratios = [common] * len(axes)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from lowering import te
-from lowering.ops import OpContext, register_op
-from lowering.ops.reduce.core import normalize_axes, reduce_compute, stat_index
+from lowering.ops import OpContext, pinned, register_op
+from lowering.ops.reduce.core import normalize_axes, reduce_compute, reduced_shape, stat_index
 
 
 @dataclass(frozen=True)
@@ -47,12 +47,66 @@ REDUCTIONS: dict[str, Reduction] = {
 
 def reduce_axes_of(ctx: OpContext, rank: int) -> list[int] | None:
     """The axes to reduce, or None for "no reduction" (empty axes with noop_with_empty_axes)."""
-    axes = ctx.optional_const(1)
+    given = ctx.inputs[1] if ctx.has_input(1) else None
+    if given is not None and given.size == 0:  # an empty list, whatever computes it
+        axes: np.ndarray | None = np.zeros(0, np.int64)
+    else:
+        axes = ctx.optional_const(1)
     if axes is None or np.asarray(axes).size == 0:
         if ctx.attr("noop_with_empty_axes", 0):
             return None
         return list(range(rank))
     return normalize_axes(ctx, np.asarray(axes).reshape(-1).tolist(), rank)
+
+
+# The most meanings of run-time axes compiled side by side (each one costs a whole reduction).
+MAX_MEANINGS = 4
+
+
+def reduced(ctx: OpContext, x: te.Tensor,
+            build: Callable[[list[int] | None], te.Tensor]) -> te.Tensor:
+    """`build(axes)` for the node's axes (None: no reduction). Axes given at run time are
+    pinned by the input and output shapes and checked (pinned.py); sets that differ only in
+    size-1 axes mean the same. Where the shapes fit several meanings (a [3, 2, 2] input
+    reduced to [3, 2] over axis 1 or 2), each is built and the one the run-time axes name is
+    selected element by element: correct for any of them, at the cost of every reduction."""
+    rank = len(x.shape)
+    given = ctx.inputs[1] if ctx.has_input(1) else None
+    if given is None or given.size == 0 or pinned.run_time(ctx, 1) is None:
+        return build(reduce_axes_of(ctx, rank))
+    keep = bool(ctx.attr("keepdims", 1))
+    out = tuple(ctx.out_shapes[0])
+    # distinct entries, as normalize_axes asks of constant axes
+    fitting = pinned.subsets_fitting(rank, given.size,
+                                     lambda s: reduced_shape(x.shape, s, keep) == out)
+    groups: dict[tuple[int, ...], list[pinned.AxesPattern]] = {}
+    for s in fitting:
+        groups.setdefault(tuple(d for d in s if x.shape[d] != 1), []).append(
+            tuple(d in s for d in range(rank)))
+    if not groups or len(groups) > MAX_MEANINGS:
+        raise pinned.ambiguous(ctx, 1, "axes", " or ".join(f"axes {list(s)}" for s in fitting)
+                               if fitting else "no axes")
+    pinned.axes(ctx, 1, rank, [p for ps in groups.values() for p in ps], "axes")
+    outs = [build([d for d, named in enumerate(ps[0]) if named]) for ps in groups.values()]
+    if len(outs) == 1:
+        return outs[0]
+    fits = [pinned.axes_fit(ctx, 1, rank, ps) for ps in groups.values()]
+
+    def chosen() -> te.Expr:
+        index: te.Expr = te.const(len(fits) - 1, "int32")
+        for k in range(len(fits) - 2, -1, -1):
+            index = te.select(fits[k], te.const(k, "int32"), index)
+        return index
+
+    which = te.compute((), chosen, name="axes_meaning")
+
+    def pick(*i: te.Expr) -> te.Expr:
+        value = outs[-1][i]
+        for k in range(len(outs) - 2, -1, -1):
+            value = te.select(te.eq(which[()], te.const(k, "int32")), outs[k][i], value)
+        return value
+
+    return te.compute(outs[0].shape, pick, name=ctx.op_type.lower() + "_by_axes")
 
 
 def _identity(ctx: OpContext, red: Reduction, x: te.Tensor) -> te.Tensor:
@@ -73,18 +127,27 @@ def _check_dtype(ctx: OpContext, x: te.Tensor, float_only: bool) -> None:
 def _reduce(ctx: OpContext) -> list[te.Tensor]:
     red = REDUCTIONS[ctx.op_type]
     x = ctx.input(0)
+    if x.dtype == "bool" and red.combiner in ("max", "min"):
+        # a maximum of bools is "any", a minimum "all" (true over nothing): on bytes
+        b = te.compute(x.shape, lambda *i: te.cast("uint8", x[i]), name=x.name, inline=True)
+        r = reduced(ctx, b, lambda axes: _reduce_over(ctx, red, b, axes))
+        return [te.compute(r.shape, lambda *i: te.cast("bool", r[i]), name=r.name + "_bool")]
     _check_dtype(ctx, x, red.float_only)
-    axes = reduce_axes_of(ctx, len(x.shape))
+    return [reduced(ctx, x, lambda axes: _reduce_over(ctx, red, x, axes))]
+
+
+def _reduce_over(ctx: OpContext, red: Reduction, x: te.Tensor, axes: list[int] | None
+                 ) -> te.Tensor:
     if axes is None:
-        return [_identity(ctx, red, x)]
+        return _identity(ctx, red, x)
     keep = bool(ctx.attr("keepdims", 1))
     name = ctx.op_type.lower()
     acc = reduce_compute(x.shape, axes, keep, red.combiner, lambda i: red.elem(x[i]), name)
     if red.finish is None:
-        return [acc]
+        return acc
     finish = red.finish
     n = te.run_product([x.shape[d] for d in axes])  # the run-time count over a DynExtent
-    return [te.compute(acc.shape, lambda *i: finish(acc[i], n), name=name + "_finish")]
+    return te.compute(acc.shape, lambda *i: finish(acc[i], n), name=name + "_finish")
 
 
 for _name in REDUCTIONS:
@@ -96,9 +159,12 @@ def reduce_log_sum_exp(ctx: OpContext) -> list[te.Tensor]:
     """`m + log(sum(exp(x - m)))` with `m` the maximum (0 where it is infinite)."""
     x = ctx.input(0)
     _check_dtype(ctx, x, True)
-    axes = reduce_axes_of(ctx, len(x.shape))
+    return [reduced(ctx, x, lambda axes: _log_sum_exp_over(ctx, x, axes))]
+
+
+def _log_sum_exp_over(ctx: OpContext, x: te.Tensor, axes: list[int] | None) -> te.Tensor:
     if axes is None:
-        return [te.compute(x.shape, lambda *i: x[i], name="reducelogsumexp")]
+        return te.compute(x.shape, lambda *i: x[i], name="reducelogsumexp")
     keep = bool(ctx.attr("keepdims", 1))
     # only a shift: NaN-propagating or not, a NaN reaches the result through the sum (softmax.py)
     raw = reduce_compute(x.shape, axes, True, "max_nan", lambda i: x[i], "lse_max")
@@ -123,4 +189,4 @@ def reduce_log_sum_exp(ctx: OpContext) -> list[te.Tensor]:
         )
         return te.unary("log", s[idx]) + m[idx]
 
-    return [te.compute(out_shape, finish, name="reducelogsumexp")]
+    return te.compute(out_shape, finish, name="reducelogsumexp")

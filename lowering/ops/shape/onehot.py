@@ -1,7 +1,8 @@
 """OneHot: `out[..., d, ...] = values[1] if indices[...] == d else values[0]`, the depth axis
 inserted at `axis`.
 
-`depth` must be a constant (it is the output's shape); `values` ([off, on]) may be computed.
+`depth` must be a constant or pinned by the output's shape (checked at run time, pinned.py);
+`values` ([off, on]) may be computed.
 Float indices are truncated toward zero, as onnxruntime casts them; a negative index counts
 from the end of the depth axis once; an index outside [-depth, depth) matches no position, so
 its row is all `off` (as ONNX specifies). Float indices are first clamped into
@@ -11,7 +12,7 @@ its row is all `off` (as ONNX specifies). Float indices are first clamped into
 from __future__ import annotations
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import axis_of
 
 
@@ -20,7 +21,12 @@ def one_hot(ctx: OpContext) -> list[te.Tensor]:
     indices, values = ctx.input(0), ctx.input(2)
     if indices.dtype == "bool":
         raise ctx.error("OneHot indices must be numbers, got bool")
-    depth_value = ctx.const(1, "depth")
+    if pinned.run_time(ctx, 1) is not None:  # the output's length along the axis pins it
+        axis = axis_of(ctx, ctx.attr("axis", -1), len(indices.shape) + 1)
+        depth_value = pinned.values(ctx, 1, [ctx.out_shapes[0][axis]] * ctx.input(1).size,
+                                    "depth")
+    else:
+        depth_value = ctx.const(1, "depth")
     if depth_value.size != 1:
         raise ctx.error(f"depth must hold one value, got shape {list(depth_value.shape)}")
     depth = int(depth_value.reshape(-1)[0])

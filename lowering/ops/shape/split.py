@@ -1,18 +1,22 @@
 """Split: each output reads its range of the input along `axis` (sizes given, or num_outputs
-chunks of ceil(dim / n) with a smaller last one)."""
+chunks of ceil(dim / n) with a smaller last one). Sizes given at run time are pinned by the
+outputs' lengths and checked (pinned.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import normalize_axis
 
 
-def split_sizes(ctx: OpContext, dim: int) -> list[int]:
+def split_sizes(ctx: OpContext, dim: int, axis: int) -> list[int]:
     count = len(ctx.out_shapes)
-    given = ctx.optional_const(1)
+    if pinned.run_time(ctx, 1) is not None:  # the outputs' lengths along the axis pin it
+        given = pinned.values(ctx, 1, [s[axis] for s in ctx.out_shapes], "split")
+    else:
+        given = ctx.optional_const(1)
     if given is not None:
         sizes = [int(s) for s in np.asarray(given).reshape(-1)]
         if len(sizes) != count or sum(sizes) != dim or min(sizes, default=0) < 0:
@@ -37,7 +41,7 @@ def split(ctx: OpContext) -> list[te.Tensor]:
         raise ctx.error(str(e)) from None
     outs = []
     start = 0
-    for size in split_sizes(ctx, x.shape[axis]):
+    for size in split_sizes(ctx, x.shape[axis], axis):
         shape = tuple(size if d == axis else n for d, n in enumerate(x.shape))
 
         def body(*i: te.Expr, off: int = start) -> te.Expr:

@@ -1,0 +1,141 @@
+"""Parameters given as inputs whose meaning the node's shapes fix, checked at run time.
+
+An operator's shape parameter (Reduce's axes, Reshape's shape, TopK's k, ...) given as a graph
+input instead of a constant cannot be read at compile time, but the shapes around the node can:
+the model declares, or inference gives, its input and output shapes. Where those shapes leave
+the parameter one meaning, the operator is compiled for that meaning ("pinned"), and a check
+runs before its kernel: a small kernel computes whether the run-time value means the same, and
+the executor stops the run with AOTC_ERR_INPUT_VALUE when it does not (a `Check` item), so a
+value the kernels were not compiled for is an error, never a wrong result. A value that means
+the same need not be equal: axes may be negative, in another order, or name a size-1 axis where
+that changes nothing. Where the shapes admit several meanings, or a shape follows a run-time
+dimension, or the caller cannot run checks (`OpContext.checks` is None: a fused region's body),
+the parameter must be a constant as before.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+
+from lowering import te
+from lowering.ops import OpContext
+
+# A candidate meaning of an axes parameter: per axis, whether it must be named (True), must not
+# be (False), or may be either (None).
+AxesPattern = tuple[bool | None, ...]
+
+
+def run_time(ctx: OpContext, i: int) -> te.Tensor | None:
+    """Input `i` when it is a run-time value whose meaning the node's static shapes may pin:
+    present, not a constant, checks possible here, and no shape of the node follows a run-time
+    dimension. None otherwise (the caller then asks for a constant as before)."""
+    if ctx.checks is None or not ctx.has_input(i) or ctx.consts[i] is not None:
+        return None
+    t = ctx.input(i)
+    shapes = [u.shape for u in ctx.inputs if u is not None] + list(ctx.out_shapes)
+    if any(isinstance(d, te.DynExtent) for s in shapes for d in s):
+        return None
+    if t.dtype == "bool" or t.dtype in te.HALF_DTYPES or t.size > 64:
+        return None
+    return t
+
+
+def ambiguous(ctx: OpContext, i: int, what: str, meanings: str) -> Exception:
+    """The error for a run-time parameter whose meaning the shapes do not fix."""
+    return ctx.error(f"{what} must be a constant (known at compile time): it is given as an "
+                     f"input, and the node's shapes fit {meanings}",
+                     hint="make it an initializer or a Constant, or bind the inputs it is "
+                     "computed from with --input-shape so that it folds")
+
+
+def elements(t: te.Tensor) -> list[te.Expr]:
+    """Each element of a small static tensor as a load, in row-major order."""
+    return [t[tuple(te.const(int(k), "int64") for k in idx)] for idx in np.ndindex(*t.shape)]
+
+
+def require(ctx: OpContext, ok: te.Expr, what: str) -> None:
+    """Run-time check: `ok` (over the node's inputs) must hold, else the run stops."""
+    assert ctx.checks is not None
+    check = te.compute((), lambda: te.cast("bool", ok) if ok.dtype != "bool" else ok,
+                       name="check")
+    ctx.checks.append((check, f"{ctx.node} ({ctx.op_type}): {what}"))
+
+
+def values(ctx: OpContext, i: int, expected: Sequence[int], what: str) -> np.ndarray:
+    """Pin input `i` to `expected` (its elements in order): checked equal at run time."""
+    t = ctx.input(i)
+    loads = elements(t)
+    if len(loads) != len(expected):
+        raise ambiguous(ctx, i, what, f"{len(expected)} values, it holds {len(loads)}")
+    require(ctx, te.all_of([te.eq(v, te.const(int(e), v.dtype)) for v, e in
+                            zip(loads, expected, strict=True)]),
+            f"{what} must be {list(map(int, expected))}")
+    return np.asarray(expected, dtype=np.int64).reshape(t.shape)
+
+
+def named_axes(ctx: OpContext, i: int, rank: int) -> list[te.Expr]:
+    """Per axis 0..rank-1 of an axes input, whether some entry names it (as d or d - rank)."""
+    loads = elements(ctx.input(i))
+    return [_any([te.logical_or(te.eq(a, te.const(d, a.dtype)),
+                                te.eq(a, te.const(d - rank, a.dtype))) for a in loads])
+            for d in range(rank)]
+
+
+def axes(ctx: OpContext, i: int, rank: int, patterns: Sequence[AxesPattern], what: str,
+         distinct: bool = True) -> None:
+    """Check at run time that axes input `i` (over `rank` axes) names the axes of one of
+    `patterns`, every entry in range and, with `distinct`, none named twice."""
+    loads = elements(ctx.input(i))
+    named = named_axes(ctx, i, rank)
+    conds = [te.logical_and(te.ge(a, te.const(-rank, a.dtype)), te.lt(a, te.const(rank, a.dtype)))
+             for a in loads]
+    if distinct:
+        count = _sum([te.cast("int64", n) for n in named])
+        conds.append(te.eq(count, te.const(len(loads), "int64")))
+    conds.append(_fit(named, patterns))
+    require(ctx, te.all_of(conds), f"{what} must name {describe(patterns)}")
+
+
+def axes_fit(ctx: OpContext, i: int, rank: int, patterns: Sequence[AxesPattern]) -> te.Expr:
+    """Whether axes input `i` names the axes of one of `patterns` (entries assumed checked
+    by `axes`)."""
+    return _fit(named_axes(ctx, i, rank), patterns)
+
+
+def _fit(named: list[te.Expr], patterns: Sequence[AxesPattern]) -> te.Expr:
+    return _any([te.all_of([n if want else te.unary("not", n)
+                            for n, want in zip(named, p, strict=True) if want is not None])
+                 for p in patterns])
+
+
+def describe(patterns: Sequence[AxesPattern]) -> str:
+    """The patterns for a message: "axes [1]", "[1] (and any of [0]: size 1)", ..."""
+    out = []
+    for p in patterns:
+        must = [d for d, w in enumerate(p) if w]
+        free = [d for d, w in enumerate(p) if w is None]
+        out.append(f"axes {must}" + (f" (any of {free} too: size 1)" if free else ""))
+    return " or ".join(out)
+
+
+def subsets_fitting(rank: int, count: int | None, fits) -> list[tuple[int, ...]]:
+    """The sets of axes (of `count` axes, or any number) for which `fits(set)` holds."""
+    sizes = range(rank + 1) if count is None else [count]
+    return [s for n in sizes for s in itertools.combinations(range(rank), n) if fits(s)]
+
+
+def _any(conds: list[te.Expr]) -> te.Expr:
+    out: te.Expr = te.Const(False, "bool")
+    for c in conds:
+        out = c if isinstance(out, te.Const) else te.logical_or(out, c)
+    return out
+
+
+def _sum(terms: list[te.Expr]) -> te.Expr:
+    out: te.Expr = te.Const(0, "int64")
+    for t in terms:
+        out = t if isinstance(out, te.Const) and out.value == 0 else out + t
+    return out

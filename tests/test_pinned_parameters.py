@@ -1,0 +1,228 @@
+"""Parameters given as graph inputs whose meaning the declared shapes fix (lowering/ops/pinned.py):
+compiled for that meaning, checked at run time, and an error (AOTC_ERR_INPUT_VALUE) for a value
+that means something else; every run compared with onnxruntime."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from program_runner import (  # noqa: E402
+    RunFailed,
+    assert_close,
+    compile_onnx,
+    ort_outputs,
+    run_program,
+)
+
+from aotc.driver import optimize_model  # noqa: E402
+from aotc.errors import AotcError  # noqa: E402
+from aotc.package.build import build_bundle  # noqa: E402
+from aotc.package.loaded import BundleError, LoadedBundle  # noqa: E402
+from aotc.package.program import Check, flat_items  # noqa: E402
+
+F, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+INPUT_VALUE = 13  # AOTC_ERR_INPUT_VALUE
+
+
+def one_node(op: str, x_shape: list[int], param: str, param_len: int, out_shapes: list[list[int]],
+             out_types: list[int] | None = None, **attrs) -> onnx.ModelProto:
+    """`op(x, param)` with the parameter a graph input and every output's shape declared (as
+    the ONNX node tests write them)."""
+    outs = [f"y{k}" for k in range(len(out_shapes))]
+    types = out_types or [F] * len(outs)
+    graph = oh.make_graph(
+        [oh.make_node(op, ["x", param], outs, **attrs)], "g",
+        [oh.make_tensor_value_info("x", F, x_shape),
+         oh.make_tensor_value_info(param, I64, [param_len])],
+        [oh.make_tensor_value_info(o, t, s) for o, t, s in zip(outs, types, out_shapes,
+                                                                strict=True)])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+
+
+def compare(model: onnx.ModelProto, program, feeds: list[np.ndarray]) -> None:
+    for got, want in zip(run_program(program, feeds), ort_outputs(model, feeds), strict=True):
+        assert_close(got, want)
+
+
+def x_of(shape: list[int]) -> np.ndarray:
+    return np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+
+
+def test_reduce_axes_pinned_by_output_shape() -> None:
+    model = one_node("ReduceSum", [3, 4, 5], "axes", 1, [[3, 1, 5]], keepdims=1)
+    program = compile_onnx(model)
+    checks = [i for i in flat_items(program.steps) if isinstance(i, Check)]
+    assert len(checks) == 1 and "axes must name axes [1]" in checks[0].what
+    x = x_of([3, 4, 5])
+    for axes in ([1], [-2]):  # the same axis, named either way
+        compare(model, program, [x, np.array(axes, np.int64)])
+    for axes in ([0], [2], [3], [-4]):  # another axis, or out of range
+        with pytest.raises(RunFailed) as e:
+            run_program(program, [x, np.array(axes, np.int64)])
+        assert e.value.status == INPUT_VALUE
+
+
+def test_reduce_size_one_axes_mean_the_same() -> None:
+    """A [3, 1, 5] input reduced to [1, 1, 5]: axis 0 must be named, axis 1 may be."""
+    model = one_node("ReduceMax", [3, 1, 5], "axes", 2, [[1, 1, 5]], keepdims=1)
+    program = compile_onnx(model)
+    x = x_of([3, 1, 5])
+    compare(model, program, [x, np.array([0, 1], np.int64)])
+    compare(model, program, [x, np.array([1, -3], np.int64)])
+    for axes in ([0, 0], [0, 2]):  # a repeat; an axis that changes the result
+        with pytest.raises(RunFailed):
+            run_program(program, [x, np.array(axes, np.int64)])
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceLogSumExp"])
+def test_reduce_axes_the_shapes_leave_open_are_chosen_at_run_time(op: str) -> None:
+    """[3, 2, 2] to [3, 2] without keepdims is axis 1 or axis 2: both are compiled and the
+    run-time axes select one."""
+    model = one_node(op, [3, 2, 2], "axes", 1, [[3, 2]], keepdims=0)
+    program = compile_onnx(model)
+    x = x_of([3, 2, 2])
+    for axes in ([1], [2], [-1], [-2]):
+        compare(model, program, [x, np.array(axes, np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([0], np.int64)])
+
+
+def test_reduce_axes_that_fit_no_shape_are_refused() -> None:
+    model = one_node("ReduceSum", [3, 4, 5], "axes", 1, [[3, 4]], keepdims=1)
+    model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 7  # [3, 7]: rank 2
+    with pytest.raises(AotcError, match="axes"):
+        compile_onnx(model)
+
+
+def test_reshape_shape_pinned() -> None:
+    model = one_node("Reshape", [2, 3, 4], "shape", 2, [[2, 12]])
+    program = compile_onnx(model)
+    x = x_of([2, 3, 4])
+    for shape in ([2, 12], [0, -1], [-1, 12], [2, -1]):
+        compare(model, program, [x, np.array(shape, np.int64)])
+    for shape in ([4, 6], [12, 2], [-1, -1], [0, 0]):
+        with pytest.raises(RunFailed):
+            run_program(program, [x, np.array(shape, np.int64)])
+
+
+def test_unsqueeze_and_squeeze_axes_pinned() -> None:
+    model = one_node("Unsqueeze", [3, 4], "axes", 1, [[3, 1, 4]])
+    program = compile_onnx(model)
+    x = x_of([3, 4])
+    compare(model, program, [x, np.array([1], np.int64)])
+    compare(model, program, [x, np.array([-2], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([0], np.int64)])
+    model = one_node("Squeeze", [3, 1, 4, 1], "axes", 1, [[3, 4, 1]])
+    program = compile_onnx(model)
+    x = x_of([3, 1, 4, 1])
+    compare(model, program, [x, np.array([-3], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([3], np.int64)])
+
+
+def test_expand_tile_topk_split_pinned() -> None:
+    x = x_of([3, 1])
+    model = one_node("Expand", [3, 1], "shape", 3, [[2, 3, 6]])
+    program = compile_onnx(model)
+    for shape in ([2, 3, 6], [2, 1, 6]):
+        compare(model, program, [x, np.array(shape, np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([2, 3, 1], np.int64)])
+
+    model = one_node("Tile", [3, 1], "repeats", 2, [[6, 4]])
+    program = compile_onnx(model)
+    compare(model, program, [x, np.array([2, 4], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([4, 2], np.int64)])
+
+    x = x_of([3, 5])
+    model = one_node("TopK", [3, 5], "k", 1, [[3, 2], [3, 2]], [F, I64], axis=1)
+    program = compile_onnx(model)
+    compare(model, program, [x, np.array([2], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([3], np.int64)])
+
+    model = one_node("Split", [3, 5], "split", 2, [[3, 2], [3, 3]], axis=1)
+    program = compile_onnx(model)
+    compare(model, program, [x, np.array([2, 3], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([3, 2], np.int64)])
+
+
+def test_gpu_target_still_asks_for_a_constant() -> None:
+    """The GPU executors run no checks: there the parameter must be a constant."""
+    from program_runner import load_graph
+
+    from aotc.compiler import compile_model
+    from targets.gpu.target import gpu_target
+
+    model = one_node("ReduceSum", [3, 4, 5], "axes", 1, [[3, 1, 5]], keepdims=1)
+    with pytest.raises(AotcError, match="must be a constant"):
+        compile_model(load_graph(model), gpu_target("opencl"))
+
+
+def test_bundle_returns_input_value_error(tmp_path: Path) -> None:
+    """Through the C runtime: the header lists the check, a wrong value is the status
+    AOTC_ERR_INPUT_VALUE with its message, a right one the right result."""
+    model = one_node("ReduceSum", [3, 4, 5], "axes", 1, [[3, 1, 5]], keepdims=1)
+    (tmp_path / "m").mkdir()
+    onnx.save(model, tmp_path / "m" / "model.onnx")
+    optimize_model(tmp_path / "m" / "model.onnx", tmp_path / "b", input_shapes=[])
+    header = (tmp_path / "b" / "model.h").read_text()
+    assert "Checked at run time" in header and "axes must name axes [1]" in header
+    build_bundle(tmp_path / "b", target="shared")
+    bundle = LoadedBundle(tmp_path / "b")
+    bundle.create(1)
+    x = x_of([3, 4, 5])
+    got = bundle.run([x, np.array([-2], np.int64)])
+    assert_close(got[0], ort_outputs(model, [x, np.array([1], np.int64)])[0])
+    with pytest.raises(BundleError) as e:
+        bundle.run([x, np.array([2], np.int64)])
+    assert e.value.status == INPUT_VALUE
+    assert "compiled for" in str(e.value)
+    with pytest.raises(BundleError) as e:  # the single-threaded entry point checks too
+        bundle.run_single([x, np.array([0], np.int64)])
+    assert e.value.status == INPUT_VALUE
+
+
+def test_shape_of_a_reduction_from_its_elementwise_reader() -> None:
+    """`Log(ReduceSum(x, axes))` with only the Log's output declared: inference cannot give
+    the sum's shape (the axes are data); the Log's output gives it, and that pins the axes."""
+    graph = oh.make_graph(
+        [oh.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
+         oh.make_node("Log", ["s"], ["y"])], "g",
+        [oh.make_tensor_value_info("x", F, [3, 4, 5]),
+         oh.make_tensor_value_info("axes", I64, [2])],
+        [oh.make_tensor_value_info("y", F, [4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    program = compile_onnx(model)
+    x = np.abs(x_of([3, 4, 5])) + 0.1
+    compare(model, program, [x, np.array([0, 2], np.int64)])
+    compare(model, program, [x, np.array([-1, 0], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([0, 1], np.int64)])
+
+
+def test_resize_sizes_pinned() -> None:
+    """Stretched, Resize's sizes are its output's dimensions (scales are not pinned: the
+    transform divides by their exact values, which the output shape does not give)."""
+    graph = oh.make_graph(
+        [oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")], "g",
+        [oh.make_tensor_value_info("x", F, [1, 2, 4, 4]),
+         oh.make_tensor_value_info("sizes", I64, [4])],
+        [oh.make_tensor_value_info("y", F, [1, 2, 7, 3])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    program = compile_onnx(model)
+    x = x_of([1, 2, 4, 4])
+    compare(model, program, [x, np.array([1, 2, 7, 3], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [x, np.array([1, 2, 3, 7], np.int64)])
