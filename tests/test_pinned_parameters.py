@@ -226,3 +226,25 @@ def test_resize_sizes_pinned() -> None:
     compare(model, program, [x, np.array([1, 2, 7, 3], np.int64)])
     with pytest.raises(RunFailed):
         run_program(program, [x, np.array([1, 2, 3, 7], np.int64)])
+
+
+@pytest.mark.parametrize("mode, transform", [("nearest", "asymmetric"), ("linear", "half_pixel"),
+                                             ("linear", "half_pixel_symmetric")])
+def test_resize_scales_read_at_run_time(mode: str, transform: str) -> None:
+    """Scales divide the output position, so the output shape cannot stand for them: the
+    coordinate tables read them at run time, and a check asks that they give the output's
+    length (scale 1 where the output keeps an axis)."""
+    graph = oh.make_graph(
+        [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
+                      coordinate_transformation_mode=transform)], "g",
+        [oh.make_tensor_value_info("x", F, [1, 2, 4, 5]),
+         oh.make_tensor_value_info("scales", F, [4])],
+        [oh.make_tensor_value_info("y", F, [1, 2, 7, 3])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    program = compile_onnx(model)
+    x = x_of([1, 2, 4, 5])
+    for scales in ([1, 1, 1.75, 0.6], [1, 1, 1.8, 0.7]):  # two scales for each length
+        compare(model, program, [x, np.array(scales, np.float32)])
+    for scales in ([1, 1, 2.0, 0.6], [1, 1.5, 1.75, 0.6], [1, 1, -1.75, 0.6]):
+        with pytest.raises(RunFailed):
+            run_program(program, [x, np.array(scales, np.float32)])

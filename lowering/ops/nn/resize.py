@@ -44,11 +44,20 @@ def _axes(ctx: OpContext, rank: int) -> list[int]:
     return axes
 
 
-def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[np.float32]:
-    """The float32 scale per axis that the coordinate transform divides by."""
+Scale = np.float32 | te.Expr
+
+
+def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
+    """The float32 scale per axis that the coordinate transform divides by: a constant, or
+    a load of a scale given at run time (`_run_time_scales`)."""
     rank = len(in_shape)
     axes = _axes(ctx, rank)
-    scales = [np.float32(1.0)] * rank
+    scales: list[Scale] = [np.float32(1.0)] * rank
+    # (align_corners divides by the resized length: onnxruntime takes the output's, ONNX's
+    # reference scale * length; aotc follows onnxruntime, from constant scales only)
+    if ctx.has_input(2) and ctx.input(2).size > 0 and pinned.run_time(ctx, 2) is not None \
+            and str_attr(ctx, "coordinate_transformation_mode", "half_pixel") != "align_corners":
+        return _run_time_scales(ctx, in_shape, axes)
     given = ctx.const(2, "scales") if ctx.has_input(2) else None
     if given is not None and given.size > 0:
         vals = np.asarray(given, dtype=np.float32).reshape(-1)
@@ -81,6 +90,32 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[np.float32]
     return scales
 
 
+def _run_time_scales(ctx: OpContext, in_shape: tuple[int, ...], axes: list[int]
+                     ) -> list[Scale]:
+    """Scales given at run time: the coordinate tables read them (they divide the output
+    position, so the output shape cannot stand for them), and a check asks that each gives
+    the output's length (`int(scale * length)` in float32, as onnxruntime sizes the output)
+    and that an axis the output keeps has scale 1."""
+    t = pinned.run_time(ctx, 2)
+    assert t is not None
+    out = ctx.out_shapes[0]
+    loads = pinned.elements(t)
+    if len(loads) != len(axes) or t.dtype != "float32":
+        raise ctx.error(f"{len(loads)} {t.dtype} scales for {len(axes)} axes")
+    scales: list[Scale] = [np.float32(1.0)] * len(in_shape)
+    conds = []
+    for a, s in zip(axes, loads, strict=True):
+        if in_shape[a] == out[a]:
+            conds.append(te.eq(s, te.const(1.0, "float32")))
+            continue
+        size = te.cast("int64", s * te.const(float(in_shape[a]), "float32"))
+        conds += [te.gt(s, te.const(0.0, "float32")), te.eq(size, te.const(out[a], "int64"))]
+        scales[a] = s
+    pinned.require(ctx, te.all_of(conds), f"scales must give the output {list(out)} (scale 1 "
+                   "on the axes it keeps)")
+    return scales
+
+
 def _check_attrs(ctx: OpContext, dtype: str) -> tuple[str, str, str]:
     mode = str_attr(ctx, "mode", "nearest")
     transform = str_attr(ctx, "coordinate_transformation_mode", "half_pixel")
@@ -97,8 +132,11 @@ def _check_attrs(ctx: OpContext, dtype: str) -> tuple[str, str, str]:
 
 
 def _filtered(ctx: OpContext, x: te.Tensor, mode: str, transform: str, nearest: str,
-              scales: list[np.float32], out_shape: tuple[int, ...]) -> te.Tensor:
-    """cubic, antialias or tf_crop_and_resize: resize_filter's separable passes."""
+              scales: list[Scale], out_shape: tuple[int, ...]) -> te.Tensor:
+    """cubic, antialias or tf_crop_and_resize: resize_filter's separable passes (their tap
+    tables are computed at compile time: the scales must be constants)."""
+    if any(isinstance(v, te.Expr) for v in scales):
+        ctx.const(2, "scales")  # the error: a cubic or antialiased Resize needs constants
     f = Filter(mode, transform, nearest, float(ctx.attr("cubic_coeff_a", -0.75)),
                bool(int(ctx.attr("exclude_outside", 0))),
                bool(int(ctx.attr("antialias", 0))) and mode != "nearest",
@@ -135,7 +173,7 @@ def resize(ctx: OpContext) -> list[te.Tensor]:
     if mode == "cubic" or transform == "tf_crop_and_resize" or (
             int(ctx.attr("antialias", 0)) and mode == "linear"):
         return [_filtered(ctx, x, mode, transform, nearest, scales, out_shape)]
-    resized = [a for a, s in enumerate(scales) if s != 1.0]
+    resized = [a for a, s in enumerate(scales) if isinstance(s, te.Expr) or s != 1.0]
     for a, (i, o) in enumerate(zip(x.shape, out_shape, strict=True)):
         if a not in resized and i != o:
             raise ctx.error(f"axis {a} changes size ({i} → {o}) with scale 1")
@@ -144,7 +182,9 @@ def resize(ctx: OpContext) -> list[te.Tensor]:
 
     def table(a: int, pick: int, dtype: str, name: str) -> te.Tensor:
         def body(i: te.Var) -> te.Expr:
-            coord = original_coordinate(transform, i, float(scales[a]), out_shape[a], x.shape[a])
+            scale = scales[a]
+            coord = original_coordinate(transform, i, scale if isinstance(scale, te.Expr)
+                                        else float(scale), out_shape[a], x.shape[a])
             if mode == "nearest":
                 return nearest_index(nearest, coord, x.shape[a])
             return linear_taps(coord, x.shape[a])[pick]

@@ -24,20 +24,21 @@ def _f(v: float) -> te.Const:
 
 
 def original_coordinate(
-    mode: str, out_pos: te.Expr, scale: float, out_len: int, in_len: int
+    mode: str, out_pos: te.Expr, scale: float | te.Expr, out_len: int, in_len: int
 ) -> te.Expr:
-    """Input coordinate (float32) of output position `out_pos` along one axis."""
+    """Input coordinate (float32) of output position `out_pos` along one axis; `scale` a
+    constant or a float32 expression (a scale given at run time)."""
     xr = te.cast(F32, out_pos)
-    s = _f(scale)
+    s = scale if isinstance(scale, te.Expr) else _f(scale)
     if mode == "half_pixel":
         return (xr + 0.5) / s - 0.5
     if mode == "half_pixel_symmetric":
-        f32 = np.float32
-        adjustment = f32(out_len) / (f32(scale) * f32(in_len))
-        offset = (f32(in_len) / f32(2)) * (f32(1) - adjustment)
+        # float32 as onnxruntime: adjustment = out / (scale * in), offset = in / 2 * (1 - adj)
+        adjustment = _f(out_len) / (s * _f(in_len))
+        offset = _f(in_len / 2) * (_f(1.0) - adjustment)
         # onnxruntime adds up this one in double precision
         x64 = te.cast("float64", out_pos)
-        total = te.Const(float(offset), "float64") + (x64 + 0.5) / float(f32(scale)) - 0.5
+        total = te.cast("float64", offset) + (x64 + 0.5) / te.cast("float64", s) - 0.5
         return te.cast(F32, total)
     if mode == "pytorch_half_pixel":
         return (xr + 0.5) / s - 0.5 if out_len > 1 else _f(0.0)
