@@ -248,3 +248,24 @@ def test_resize_scales_read_at_run_time(mode: str, transform: str) -> None:
     for scales in ([1, 1, 2.0, 0.6], [1, 1.5, 1.75, 0.6], [1, 1, -1.75, 0.6]):
         with pytest.raises(RunFailed):
             run_program(program, [x, np.array(scales, np.float32)])
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_pads_read_at_run_time(mode: str) -> None:
+    """The output's shape fixes each axis's total pad, not its split: the kernel reads the
+    begin pads (negative ones crop) and a check asks for the totals."""
+    graph = oh.make_graph(
+        [oh.make_node("Pad", ["x", "pads", "", "axes"], ["y"], mode=mode)], "g",
+        [oh.make_tensor_value_info("x", F, [2, 5, 4]),
+         oh.make_tensor_value_info("pads", I64, [4]),
+         oh.make_tensor_value_info("axes", I64, [2])],
+        [oh.make_tensor_value_info("y", F, [2, 8, 3])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    program = compile_onnx(model)
+    x = x_of([2, 5, 4])
+    for pads, axes in (([1, 0, 2, -1], [1, 2]), ([3, -1, 0, 0], [1, -1]),
+                       ([-1, 2, 0, 1], [-1, 1])):
+        compare(model, program, [x, np.array(pads, np.int64), np.array(axes, np.int64)])
+    for pads, axes in (([1, 0, 1, -1], [1, 2]), ([1, 0, 2, -1], [0, 2]), ([1, 1, 2, -1], [1, 1])):
+        with pytest.raises(RunFailed):
+            run_program(program, [x, np.array(pads, np.int64), np.array(axes, np.int64)])
