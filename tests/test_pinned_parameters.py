@@ -269,3 +269,16 @@ def test_pad_pads_read_at_run_time(mode: str) -> None:
     for pads, axes in (([1, 0, 1, -1], [1, 2]), ([1, 0, 2, -1], [0, 2]), ([1, 1, 2, -1], [1, 1])):
         with pytest.raises(RunFailed):
             run_program(program, [x, np.array(pads, np.int64), np.array(axes, np.int64)])
+
+
+def test_constant_of_shape_pinned() -> None:
+    graph = oh.make_graph(
+        [oh.make_node("ConstantOfShape", ["shape"], ["y"],
+                      value=oh.make_tensor("v", F, [1], [2.5]))], "g",
+        [oh.make_tensor_value_info("shape", I64, [2])],
+        [oh.make_tensor_value_info("y", F, [3, 4])])
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    program = compile_onnx(model)
+    compare(model, program, [np.array([3, 4], np.int64)])
+    with pytest.raises(RunFailed):
+        run_program(program, [np.array([4, 3], np.int64)])

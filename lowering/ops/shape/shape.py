@@ -13,7 +13,7 @@ import ml_dtypes  # noqa: F401 (numpy's dtype "bfloat16")
 import numpy as np
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 
 _NP_TO_DTYPE = {np.dtype(t): t for t in te.DTYPES}  # te's names are numpy's
 
@@ -55,7 +55,10 @@ def size(ctx: OpContext) -> list[te.Tensor]:
 
 @register_op("ConstantOfShape")
 def constant_of_shape(ctx: OpContext) -> list[te.Tensor]:
-    dims = [int(d) for d in np.asarray(ctx.const(0, "shape")).reshape(-1)]
+    if pinned.run_time(ctx, 0) is not None:  # the output's shape pins it (pinned.py)
+        dims = [int(d) for d in pinned.values(ctx, 0, list(ctx.out_shapes[0]), "shape")]
+    else:
+        dims = [int(d) for d in np.asarray(ctx.const(0, "shape")).reshape(-1)]
     value = ctx.attr("value")
     arr = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
     if arr.size != 1:
