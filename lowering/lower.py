@@ -399,10 +399,7 @@ def _tensorized(s: StageSchedule, out: Buffer, out_index: te.Expr, value: te.Exp
 
     if isinstance(init, te.Const) and init.value == 0:
         # the first step of the reduction overwrites the block, the others add to it
-        later: te.Expr = te.Const(False, "bool")
-        for lp in reduce_rest:
-            nz = te.ne(lp.var, te.Const(0, "int64"))
-            later = nz if isinstance(later, te.Const) else te.logical_or(later, nz)
+        later = te.any_of([te.ne(lp.var, te.Const(0, "int64")) for lp in reduce_rest])
         return _nest(rest, call(te.cast("int64", later)), heads)
     first = next((i for i, lp in enumerate(rest) if lp.origin == "reduce"), len(rest))
     outer, inner = rest[:first], rest[first:]

@@ -491,6 +491,13 @@ def all_of(conds: Sequence[Expr]) -> Expr:
     return out
 
 
+def any_of(conds: Sequence[Expr]) -> Expr:
+    out: Expr = Const(False, "bool")
+    for c in conds:
+        out = c if isinstance(out, Const) else logical_or(out, c)
+    return out
+
+
 def placeholder(shape: Sequence[int], dtype: str, name: str) -> Tensor:
     return Tensor(shape, dtype, name)
 

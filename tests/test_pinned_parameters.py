@@ -32,19 +32,26 @@ F, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
 INPUT_VALUE = 13  # AOTC_ERR_INPUT_VALUE
 
 
+Info = tuple[str, int, list[int]]  # a graph input or output: name, element type, shape
+
+
+def model_of(nodes: list[onnx.NodeProto], inputs: list[Info], outputs: list[Info]
+             ) -> onnx.ModelProto:
+    """A model of `nodes` with every input's and output's shape declared (as the ONNX node
+    tests write them)."""
+    graph = oh.make_graph(nodes, "g", [oh.make_tensor_value_info(*i) for i in inputs],
+                          [oh.make_tensor_value_info(*o) for o in outputs])
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+
+
 def one_node(op: str, x_shape: list[int], param: str, param_len: int, out_shapes: list[list[int]],
              out_types: list[int] | None = None, **attrs) -> onnx.ModelProto:
-    """`op(x, param)` with the parameter a graph input and every output's shape declared (as
-    the ONNX node tests write them)."""
+    """`op(x, param)` with the parameter a graph input."""
     outs = [f"y{k}" for k in range(len(out_shapes))]
     types = out_types or [F] * len(outs)
-    graph = oh.make_graph(
-        [oh.make_node(op, ["x", param], outs, **attrs)], "g",
-        [oh.make_tensor_value_info("x", F, x_shape),
-         oh.make_tensor_value_info(param, I64, [param_len])],
-        [oh.make_tensor_value_info(o, t, s) for o, t, s in zip(outs, types, out_shapes,
-                                                                strict=True)])
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    return model_of([oh.make_node(op, ["x", param], outs, **attrs)],
+                    [("x", F, x_shape), (param, I64, [param_len])],
+                    list(zip(outs, types, out_shapes, strict=True)))
 
 
 def compare(model: onnx.ModelProto, program, feeds: list[np.ndarray]) -> None:
@@ -197,13 +204,11 @@ def test_bundle_returns_input_value_error(tmp_path: Path) -> None:
 def test_shape_of_a_reduction_from_its_elementwise_reader() -> None:
     """`Log(ReduceSum(x, axes))` with only the Log's output declared: inference cannot give
     the sum's shape (the axes are data); the Log's output gives it, and that pins the axes."""
-    graph = oh.make_graph(
+    model = model_of(
         [oh.make_node("ReduceSum", ["x", "axes"], ["s"], keepdims=0),
-         oh.make_node("Log", ["s"], ["y"])], "g",
-        [oh.make_tensor_value_info("x", F, [3, 4, 5]),
-         oh.make_tensor_value_info("axes", I64, [2])],
-        [oh.make_tensor_value_info("y", F, [4])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+         oh.make_node("Log", ["s"], ["y"])],
+        [("x", F, [3, 4, 5]), ("axes", I64, [2])],
+        [("y", F, [4])])
     program = compile_onnx(model)
     x = np.abs(x_of([3, 4, 5])) + 0.1
     compare(model, program, [x, np.array([0, 2], np.int64)])
@@ -215,12 +220,10 @@ def test_shape_of_a_reduction_from_its_elementwise_reader() -> None:
 def test_resize_sizes_pinned() -> None:
     """Stretched, Resize's sizes are its output's dimensions (scales are not pinned: the
     transform divides by their exact values, which the output shape does not give)."""
-    graph = oh.make_graph(
-        [oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")], "g",
-        [oh.make_tensor_value_info("x", F, [1, 2, 4, 4]),
-         oh.make_tensor_value_info("sizes", I64, [4])],
-        [oh.make_tensor_value_info("y", F, [1, 2, 7, 3])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    model = model_of(
+        [oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")],
+        [("x", F, [1, 2, 4, 4]), ("sizes", I64, [4])],
+        [("y", F, [1, 2, 7, 3])])
     program = compile_onnx(model)
     x = x_of([1, 2, 4, 4])
     compare(model, program, [x, np.array([1, 2, 7, 3], np.int64)])
@@ -234,13 +237,11 @@ def test_resize_scales_read_at_run_time(mode: str, transform: str) -> None:
     """Scales divide the output position, so the output shape cannot stand for them: the
     coordinate tables read them at run time, and a check asks that they give the output's
     length (scale 1 where the output keeps an axis)."""
-    graph = oh.make_graph(
+    model = model_of(
         [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
-                      coordinate_transformation_mode=transform)], "g",
-        [oh.make_tensor_value_info("x", F, [1, 2, 4, 5]),
-         oh.make_tensor_value_info("scales", F, [4])],
-        [oh.make_tensor_value_info("y", F, [1, 2, 7, 3])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+                      coordinate_transformation_mode=transform)],
+        [("x", F, [1, 2, 4, 5]), ("scales", F, [4])],
+        [("y", F, [1, 2, 7, 3])])
     program = compile_onnx(model)
     x = x_of([1, 2, 4, 5])
     for scales in ([1, 1, 1.75, 0.6], [1, 1, 1.8, 0.7]):  # two scales for each length
@@ -254,13 +255,10 @@ def test_resize_scales_read_at_run_time(mode: str, transform: str) -> None:
 def test_pad_pads_read_at_run_time(mode: str) -> None:
     """The output's shape fixes each axis's total pad, not its split: the kernel reads the
     begin pads (negative ones crop) and a check asks for the totals."""
-    graph = oh.make_graph(
-        [oh.make_node("Pad", ["x", "pads", "", "axes"], ["y"], mode=mode)], "g",
-        [oh.make_tensor_value_info("x", F, [2, 5, 4]),
-         oh.make_tensor_value_info("pads", I64, [4]),
-         oh.make_tensor_value_info("axes", I64, [2])],
-        [oh.make_tensor_value_info("y", F, [2, 8, 3])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+    model = model_of(
+        [oh.make_node("Pad", ["x", "pads", "", "axes"], ["y"], mode=mode)],
+        [("x", F, [2, 5, 4]), ("pads", I64, [4]), ("axes", I64, [2])],
+        [("y", F, [2, 8, 3])])
     program = compile_onnx(model)
     x = x_of([2, 5, 4])
     for pads, axes in (([1, 0, 2, -1], [1, 2]), ([3, -1, 0, 0], [1, -1]),
@@ -272,12 +270,11 @@ def test_pad_pads_read_at_run_time(mode: str) -> None:
 
 
 def test_constant_of_shape_pinned() -> None:
-    graph = oh.make_graph(
+    model = model_of(
         [oh.make_node("ConstantOfShape", ["shape"], ["y"],
-                      value=oh.make_tensor("v", F, [1], [2.5]))], "g",
-        [oh.make_tensor_value_info("shape", I64, [2])],
-        [oh.make_tensor_value_info("y", F, [3, 4])])
-    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 21)], ir_version=10)
+                      value=oh.make_tensor("v", F, [1], [2.5]))],
+        [("shape", I64, [2])],
+        [("y", F, [3, 4])])
     program = compile_onnx(model)
     compare(model, program, [np.array([3, 4], np.int64)])
     with pytest.raises(RunFailed):

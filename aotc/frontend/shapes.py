@@ -10,6 +10,7 @@ import onnx_ir as ir
 
 from aotc.errors import AotcError
 from aotc.frontend import irutil
+from lowering.ops.elementwise.unary import UNARY
 
 # Initializers kept in the model handed to onnx's inference: small ones, and integer tensors
 # that may be shapes (data propagation needs their values). Others become typed inputs.
@@ -105,12 +106,9 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
     _shapes_from_readers(model)
 
 
-# Operators whose output has their first input's shape, whatever their attributes.
-_SAME_SHAPE = frozenset({
-    "Abs", "Neg", "Sqrt", "Log", "Exp", "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Erf",
-    "Relu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Not", "Cast", "CastLike", "Identity",
-    "IsNaN", "IsInf", "Sin", "Cos",
-})
+# Operators whose output has their first input's shape, whatever their attributes: the
+# element-wise functions of one argument, and these.
+_SAME_SHAPE = frozenset(UNARY) | {"Softsign", "Cast", "CastLike", "Identity", "IsNaN", "IsInf"}
 
 
 def _shapes_from_readers(model: ir.Model) -> None:

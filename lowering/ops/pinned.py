@@ -16,16 +16,15 @@ the parameter must be a constant as before.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from lowering import te
 from lowering.ops import OpContext
 
-# A candidate meaning of an axes parameter: per axis, whether it must be named (True), must not
-# be (False), or may be either (None).
-AxesPattern = tuple[bool | None, ...]
+# A set of axes an axes parameter may name: per axis, whether it is named.
+AxesPattern = tuple[bool, ...]
 
 
 def run_time(ctx: OpContext, i: int) -> te.Tensor | None:
@@ -79,22 +78,19 @@ def values(ctx: OpContext, i: int, expected: Sequence[int], what: str) -> np.nda
 def named_axes(ctx: OpContext, i: int, rank: int) -> list[te.Expr]:
     """Per axis 0..rank-1 of an axes input, whether some entry names it (as d or d - rank)."""
     loads = elements(ctx.input(i))
-    return [_any([te.logical_or(te.eq(a, te.const(d, a.dtype)),
-                                te.eq(a, te.const(d - rank, a.dtype))) for a in loads])
+    return [te.any_of([te.logical_or(te.eq(a, te.const(d, a.dtype)),
+                                     te.eq(a, te.const(d - rank, a.dtype))) for a in loads])
             for d in range(rank)]
 
 
-def axes(ctx: OpContext, i: int, rank: int, patterns: Sequence[AxesPattern], what: str,
-         distinct: bool = True) -> None:
+def axes(ctx: OpContext, i: int, rank: int, patterns: Sequence[AxesPattern], what: str) -> None:
     """Check at run time that axes input `i` (over `rank` axes) names the axes of one of
-    `patterns`, every entry in range and, with `distinct`, none named twice."""
+    `patterns`, every entry in range and none named twice."""
     loads = elements(ctx.input(i))
     named = named_axes(ctx, i, rank)
     conds = [te.logical_and(te.ge(a, te.const(-rank, a.dtype)), te.lt(a, te.const(rank, a.dtype)))
              for a in loads]
-    if distinct:
-        count = _sum([te.cast("int64", n) for n in named])
-        conds.append(te.eq(count, te.const(len(loads), "int64")))
+    conds.append(te.eq(count_true(named), te.const(len(loads), "int64")))
     conds.append(_fit(named, patterns))
     require(ctx, te.all_of(conds), f"{what} must name {describe(patterns)}")
 
@@ -106,36 +102,34 @@ def axes_fit(ctx: OpContext, i: int, rank: int, patterns: Sequence[AxesPattern])
 
 
 def _fit(named: list[te.Expr], patterns: Sequence[AxesPattern]) -> te.Expr:
-    return _any([te.all_of([n if want else te.unary("not", n)
-                            for n, want in zip(named, p, strict=True) if want is not None])
-                 for p in patterns])
+    return te.any_of([te.all_of([n if want else te.unary("not", n)
+                                 for n, want in zip(named, p, strict=True)])
+                      for p in patterns])
 
 
 def describe(patterns: Sequence[AxesPattern]) -> str:
-    """The patterns for a message: "axes [1]", "[1] (and any of [0]: size 1)", ..."""
-    out = []
-    for p in patterns:
-        must = [d for d, w in enumerate(p) if w]
-        free = [d for d, w in enumerate(p) if w is None]
-        out.append(f"axes {must}" + (f" (any of {free} too: size 1)" if free else ""))
-    return " or ".join(out)
+    """The patterns for a message: "axes [1] or axes [2]"."""
+    return " or ".join(f"axes {[d for d, w in enumerate(p) if w]}" for p in patterns)
 
 
-def subsets_fitting(rank: int, count: int | None, fits) -> list[tuple[int, ...]]:
-    """The sets of axes (of `count` axes, or any number) for which `fits(set)` holds."""
-    sizes = range(rank + 1) if count is None else [count]
-    return [s for n in sizes for s in itertools.combinations(range(rank), n) if fits(s)]
+def subsets_fitting(rank: int, count: int, fits: Callable[[tuple[int, ...]], bool]
+                    ) -> list[tuple[int, ...]]:
+    """The sets of `count` axes of `rank` for which `fits(set)` holds."""
+    return [s for s in itertools.combinations(range(rank), count) if fits(s)]
 
 
-def _any(conds: list[te.Expr]) -> te.Expr:
-    out: te.Expr = te.Const(False, "bool")
+def count_true(conds: Sequence[te.Expr]) -> te.Expr:
+    """How many of the bool expressions hold (int64)."""
+    out: te.Expr = te.Const(0, "int64")
     for c in conds:
-        out = c if isinstance(out, te.Const) else te.logical_or(out, c)
+        term = te.cast("int64", c)
+        out = term if isinstance(out, te.Const) else out + term
     return out
 
 
-def _sum(terms: list[te.Expr]) -> te.Expr:
-    out: te.Expr = te.Const(0, "int64")
-    for t in terms:
-        out = t if isinstance(out, te.Const) and out.value == 0 else out + t
+def pick(values: Sequence[te.Expr], index: te.Expr) -> te.Expr:
+    """values[index] for an index expression (a chain of selects over a short list)."""
+    out = values[-1]
+    for k in range(len(values) - 2, -1, -1):
+        out = te.select(te.eq(index, te.const(k, index.dtype)), values[k], out)
     return out

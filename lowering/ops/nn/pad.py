@@ -88,10 +88,7 @@ def _run_time_begin(ctx: OpContext, x: te.Tensor, out: tuple[int, ...], mode: st
                                                                          te.le(e, zero))))
         begin.append(b)
     for d in range(rank):  # every axis named at most once
-        count: te.Expr = zero
-        for row in named:
-            count = count + te.cast("int64", row[d])
-        conds.append(te.le(count, te.const(1, "int64")))
+        conds.append(te.le(pinned.count_true([row[d] for row in named]), te.const(1, "int64")))
     pinned.require(ctx, te.all_of(conds), f"pads must give the output {list(out)}")
     return begin
 
@@ -181,7 +178,7 @@ def _pad_at_run_time(ctx: OpContext, x: te.Tensor, mode: str) -> te.Tensor:
     begin pads are read when the kernel runs (a stage of one value per axis)."""
     out = tuple(ctx.out_shapes[0])
     begins = _run_time_begin(ctx, x, out, mode)
-    table = te.compute((len(begins),), lambda d: _pick(begins, d), name="pad_begin",
+    table = te.compute((len(begins),), lambda d: pinned.pick(begins, d), name="pad_begin",
                        dtype="int64")
     fill = _fill(ctx, x, mode)
 
@@ -196,11 +193,3 @@ def _pad_at_run_time(ctx: OpContext, x: te.Tensor, mode: str) -> te.Tensor:
         return te.select(te.all_of(inside), value, fill) if inside else value
 
     return te.compute(out, body, name=f"pad_{mode}")
-
-
-def _pick(values: list[te.Expr], d: te.Expr) -> te.Expr:
-    """values[d] for an index expression d (a chain of selects over a short list)."""
-    out = values[-1]
-    for k in range(len(values) - 2, -1, -1):
-        out = te.select(te.eq(d, te.const(k, "int64")), values[k], out)
-    return out

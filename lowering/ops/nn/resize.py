@@ -55,9 +55,10 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
     scales: list[Scale] = [np.float32(1.0)] * rank
     # (align_corners divides by the resized length: onnxruntime takes the output's, ONNX's
     # reference scale * length; aotc follows onnxruntime, from constant scales only)
-    if ctx.has_input(2) and ctx.input(2).size > 0 and pinned.run_time(ctx, 2) is not None \
-            and str_attr(ctx, "coordinate_transformation_mode", "half_pixel") != "align_corners":
-        return _run_time_scales(ctx, in_shape, axes)
+    given_at_run_time = pinned.run_time(ctx, 2)
+    if given_at_run_time is not None and given_at_run_time.size > 0 and \
+            str_attr(ctx, "coordinate_transformation_mode", "half_pixel") != "align_corners":
+        return _run_time_scales(ctx, given_at_run_time, in_shape, axes)
     given = ctx.const(2, "scales") if ctx.has_input(2) else None
     if given is not None and given.size > 0:
         vals = np.asarray(given, dtype=np.float32).reshape(-1)
@@ -90,14 +91,12 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
     return scales
 
 
-def _run_time_scales(ctx: OpContext, in_shape: tuple[int, ...], axes: list[int]
-                     ) -> list[Scale]:
+def _run_time_scales(ctx: OpContext, t: te.Tensor, in_shape: tuple[int, ...],
+                     axes: list[int]) -> list[Scale]:
     """Scales given at run time: the coordinate tables read them (they divide the output
     position, so the output shape cannot stand for them), and a check asks that each gives
     the output's length (`int(scale * length)` in float32, as onnxruntime sizes the output)
     and that an axis the output keeps has scale 1."""
-    t = pinned.run_time(ctx, 2)
-    assert t is not None
     out = ctx.out_shapes[0]
     loads = pinned.elements(t)
     if len(loads) != len(axes) or t.dtype != "float32":

@@ -158,10 +158,6 @@ def filtered_resize(x: te.Tensor, f: Filter, scales: list[np.float32],
     result = prev
 
     def extrapolate(*o: te.Var) -> te.Expr:
-        out: te.Expr | None = None
-        for a, m in marked:
-            out = m[o[a]] if out is None else te.logical_or(out, m[o[a]])
-        assert out is not None
-        return te.select(out, value, result[o])
+        return te.select(te.any_of([m[o[a]] for a, m in marked]), value, result[o])
 
     return te.compute(out_shape, extrapolate, name="resize_extrapolate")

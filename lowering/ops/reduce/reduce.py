@@ -100,13 +100,8 @@ def reduced(ctx: OpContext, x: te.Tensor,
 
     which = te.compute((), chosen, name="axes_meaning")
 
-    def pick(*i: te.Expr) -> te.Expr:
-        value = outs[-1][i]
-        for k in range(len(outs) - 2, -1, -1):
-            value = te.select(te.eq(which[()], te.const(k, "int32")), outs[k][i], value)
-        return value
-
-    return te.compute(outs[0].shape, pick, name=ctx.op_type.lower() + "_by_axes")
+    return te.compute(outs[0].shape, lambda *i: pinned.pick([o[i] for o in outs], which[()]),
+                      name=ctx.op_type.lower() + "_by_axes")
 
 
 def _identity(ctx: OpContext, red: Reduction, x: te.Tensor) -> te.Tensor:

@@ -44,11 +44,8 @@ def _check_shape(ctx: OpContext, in_shape: tuple[int, ...], out: tuple[int, ...]
         if copy_zero and j < len(in_shape) and in_shape[j] == d:
             ok = te.logical_or(ok, te.eq(s, te.const(0, s.dtype)))
         conds.append(ok)
-        unknown.append(te.cast("int64", te.eq(s, te.const(-1, s.dtype))))
-    total: te.Expr = te.const(0, "int64")
-    for u in unknown:
-        total = total + u
-    conds.append(te.le(total, te.const(1, "int64")))
+        unknown.append(te.eq(s, te.const(-1, s.dtype)))
+    conds.append(te.le(pinned.count_true(unknown), te.const(1, "int64")))
     pinned.require(ctx, te.all_of(conds), f"shape must give {list(out)}")
 
 
