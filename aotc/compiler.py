@@ -26,7 +26,7 @@ from lowering.default_schedule import default_schedule
 from lowering.gpu_schedule import gpu_default_schedule
 from lowering.loop_ir import Kernel, format_kernel
 from lowering.lower import lower_kernel, stages_of
-from lowering.ops import OPS, Alias, OpContext, run_op
+from lowering.ops import OPS, Alias, OpContext, pinned, run_op
 from lowering.schedule import ScheduleError, StageSchedule
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
@@ -297,7 +297,9 @@ class _Compiler:
                 raise AotcError(f"node '{node.name}' ({node.op_type}): control flow does not "
                                 f"compile for the {self.target.name} target yet", file=self.file,
                                 hint="compile for a CPU target (--target cpu)")
-            return _LoweredNode(node, None, control=True)  # type: ignore[arg-type]
+            lowered = _LoweredNode(node, None, control=True)  # type: ignore[arg-type]
+            self._trip_count_check(node, lowered)
+            return lowered
         ctx, results = self.lower_node(node)
         if len(results) != len(node.outputs):
             raise ctx.error(f"definition gave {len(results)} outputs, the node has "
@@ -330,12 +332,8 @@ class _Compiler:
         if lowered.produced:
             lowered.in_values, lowered.space = self._space(
                 node, ctx, [t for _, t in lowered.produced])
-        for k, (ok, what) in enumerate(ctx.checks or ()):
-            flag = ir.Value(name=f"{node.name or node.op_type}__check{k}", shape=ir.Shape([]),
-                            type=ir.TensorType(ir.DataType.BOOL))
-            in_values, space = self._space(node, ctx, [ok])
-            lowered.checks.append((_LoweredNode(node, ctx, produced=[(flag, ok)],
-                                                in_values=in_values, space=space), what))
+        for ok, what in ctx.checks or ():
+            self._add_check(node, ctx, lowered, ok, what)
         return lowered
 
     def _space(self, node: ir.Node, ctx: OpContext, outs: list[te.Tensor]
@@ -366,12 +364,42 @@ class _Compiler:
                          file=self.file, hint="compile for a CPU target (--target cpu), or "
                          "with a fixed length (--input-shape name=d0,d1,...)")
 
+    def _trip_count_check(self, node: ir.Node, lowered: _LoweredNode) -> None:
+        """A Loop whose trip count is given at run time and pinned by its scan outputs
+        (control_flow.pinned_trip_count): the check that runs before it."""
+        trip = control_flow.pinned_trip_count(node)
+        if trip is None:
+            return
+        ctx = self.context(node)
+        cond = node.inputs[1]
+        run_time_cond = ctx.inputs[1] if cond is not None and cond.const_value is None else None
+        ok = control_flow.trip_count_check(node, ctx.input(0), run_time_cond, trip)
+        pinned.require(ctx, ok, f"the trip count must be {trip} (the scan outputs' length)" +
+                       (", the condition true" if run_time_cond is not None and trip > 0 else ""))
+        for check, what in ctx.checks or ():
+            self._add_check(node, ctx, lowered, check, what)
+
+    def _add_check(self, node: ir.Node, ctx: OpContext, lowered: _LoweredNode, ok: te.Tensor,
+                   what: str) -> None:
+        """A kernel computing the bool `ok`, and what it checks, run before the node."""
+        k = len(lowered.checks)
+        flag = ir.Value(name=f"{node.name or node.op_type}__check{k}", shape=ir.Shape([]),
+                        type=ir.TensorType(ir.DataType.BOOL))
+        in_values, space = self._space(node, ctx, [ok])
+        lowered.checks.append((_LoweredNode(node, ctx, produced=[(flag, ok)],
+                                            in_values=in_values, space=space), what))
+
     def finish(self, lowered: _LoweredNode) -> None:
         """Place the node's outputs and build its kernel with the chosen schedule."""
         with _compiling(lowered.node):
             self._finish(lowered)
 
     def _finish(self, lowered: _LoweredNode) -> None:
+        for check, what in lowered.checks:  # before the kernels that take the value as pinned
+            assert check.space is not None
+            self.emit_kernel(check, check.space)
+            self.steps.append(control_flow.ValueCheck(
+                check.ctx.node, what, [self.loc[check.produced[0][0]]]))
         if lowered.control:
             control_flow.emit_control(self, lowered.node)
             return
@@ -379,11 +407,6 @@ class _Compiler:
             self.loc[out] = self.location(src)
         for out in lowered.empty:
             self.loc[out] = self._new_arena(out)
-        for check, what in lowered.checks:  # before the kernels that take the value as pinned
-            assert check.space is not None
-            self.emit_kernel(check, check.space)
-            self.steps.append(control_flow.ValueCheck(
-                lowered.ctx.node, what, [self.loc[check.produced[0][0]]]))
         if lowered.space is not None:
             self.emit_kernel(lowered, lowered.space)
 

@@ -27,6 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from aotc.errors import AotcError
+from aotc.frontend import irutil
 from aotc.package.program import Branch, BufferRef, Check, Item, Loop
 from lowering import te
 from lowering.default_schedule import default_schedule
@@ -49,6 +50,34 @@ SLICE_COPY_BYTES = 4096  # trip count of a Loop without one (it runs until its c
 
 def is_control(node: ir.Node) -> bool:
     return node.domain in ("", "ai.onnx") and node.op_type in CONTROL_OPS
+
+
+def pinned_trip_count(node: ir.Node) -> int | None:
+    """A Loop's trip count given at run time, pinned by its scan outputs: the length their
+    declared shapes give (all alike), which the compiled loop runs and a check requires the
+    trip count to be (pinned.py's idea, for a node the executor runs itself). None when the
+    trip count is a constant or absent, or no scan output fixes it."""
+    if node.op_type != "Loop" or len(node.inputs) < 2:
+        return None
+    m_in = node.inputs[0]
+    if m_in is None or m_in.const_value is not None:
+        return None
+    scans = node.outputs[len(node.inputs) - 2:]
+    dims = [irutil.static_dims(v.shape) for v in scans]
+    if not scans or any(not d for d in dims):
+        return None
+    lengths = {d[0] for d in dims if d}
+    return lengths.pop() if len(lengths) == 1 else None
+
+
+def trip_count_check(node: ir.Node, m: te.Tensor, cond: te.Tensor | None, trip: int) -> te.Expr:
+    """The run-time check of a pinned trip count `trip` (over the Loop's M and, where the body
+    passes its condition through unchanged, the initial condition): M is `trip`, and the
+    condition starts true, so that the loop runs exactly that many iterations."""
+    ok = te.eq(te.cast("int64", m[(0,) * len(m.shape)]), te.const(trip, "int64"))
+    if cond is not None and trip > 0:
+        ok = te.logical_and(ok, te.cast("bool", cond[(0,) * len(cond.shape)]))
+    return ok
 
 
 def subgraphs(node: ir.Node) -> list[ir.Graph]:
@@ -444,17 +473,24 @@ class _LoopNode(_Body):
         if n < 0 or k < 0 or len(body.inputs) != n + 2 or len(body.outputs) != n + 1 + k:
             raise self.error("the body's inputs and outputs do not match the node's")
         m_in, cond = node.inputs[0], node.inputs[1]
-        if m_in is not None and m_in.const_value is None:
+        pinned_trip = pinned_trip_count(node)
+        if m_in is not None and m_in.const_value is None and pinned_trip is None:
             raise self.error(
                 "the trip count is computed at run time, so the number of iterations (and the "
                 "length of scan outputs) depends on the input data",
                 hint="aotc compiles Loop with a constant trip count (or none, ended by its "
                      "condition); run-time shapes are not supported yet")
-        trip = (int(m_in.const_value.numpy().reshape(-1)[0]) if m_in is not None  # type: ignore[union-attr]
-                else _UNBOUNDED)
+        if pinned_trip is not None:  # checked before the loop (compiler: `checks`)
+            trip = pinned_trip
+        else:
+            trip = (int(m_in.const_value.numpy().reshape(-1)[0]) if m_in is not None  # type: ignore[union-attr]
+                    else _UNBOUNDED)
         trip = max(trip, 0)
         iter_in, cond_in, cond_out = body.inputs[0], body.inputs[1], body.outputs[0]
-        start_true = cond is None or _const_bool(cond) is True
+        # a run-time initial condition of a pinned loop is checked true when the body passes
+        # it through (`trip_count_check`)
+        start_true = cond is None or _const_bool(cond) is True or (
+            pinned_trip is not None and _passes_through(cond_out, cond_in))
         start_false = cond is not None and _const_bool(cond) is False
         stays_true = _const_bool(cond_out) is True or (
             start_true and _passes_through(cond_out, cond_in))

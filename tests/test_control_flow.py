@@ -12,7 +12,14 @@ import onnx
 import pytest
 from onnx import TensorProto as TP
 from onnx import helper
-from program_runner import assert_close, compile_onnx, ort_outputs, run_program
+from program_runner import (
+    INPUT_VALUE_STATUS,
+    RunFailed,
+    assert_close,
+    compile_onnx,
+    ort_outputs,
+    run_program,
+)
 
 from aotc.errors import AotcError
 from aotc.package.build import build_bundle, run_model_process
@@ -203,14 +210,45 @@ def test_loop_early_exit_with_scan_outputs_is_refused() -> None:
         compile_onnx(m)
 
 
-def test_loop_run_time_trip_count_is_refused() -> None:
-    m = loop_model(5, "none")
+def _trip_count_as_input(m: onnx.ModelProto) -> onnx.ModelProto:
     graph = m.graph
     init = next(t for t in graph.initializer if t.name == "M")
     graph.initializer.remove(init)
     graph.input.append(vi("M", [], TP.INT64))
-    with pytest.raises(AotcError, match="trip count is computed at run time|depends on"):
+    return m
+
+
+def test_loop_run_time_trip_count_is_pinned_by_scan_outputs() -> None:
+    """The scan output's declared length (5) fixes the trip count: compiled for it, and a
+    check stops a run given another."""
+    m = _trip_count_as_input(loop_model(5, "none"))
+    program = compile_onnx(m)
+    v0 = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+    feeds = [v0, np.array(5, np.int64)]
+    for g, w in zip(run_program(program, feeds), ort_outputs(m, feeds), strict=True):
+        assert_close(g, w, 1e-5)
+    for trip in (4, 6, 0):
+        with pytest.raises(RunFailed) as err:
+            run_program(program, [v0, np.array(trip, np.int64)])
+        assert err.value.status == INPUT_VALUE_STATUS
+
+
+def test_loop_run_time_trip_count_without_scan_outputs_is_refused() -> None:
+    m = _trip_count_as_input(loop_model(5, "none", with_scan=False))
+    with pytest.raises(AotcError, match="trip count is computed at run time"):
         compile_onnx(m)
+
+
+def test_loop_body_input_without_a_shape_takes_its_start_values() -> None:
+    """A body whose carried input declares no shape (function expansions write them so): the
+    start value's shape is assumed, and the body's inference confirms it."""
+    m = loop_model(3, "none")
+    body = m.graph.node[0].attribute[0].g
+    carried = body.input[2]
+    carried.type.tensor_type.ClearField("shape")
+    for out in list(body.output)[1:]:
+        out.type.tensor_type.ClearField("shape")
+    check(m, [np.arange(6, dtype=np.float32).reshape(2, 3)])
 
 
 def test_scan_inside_loop() -> None:

@@ -279,3 +279,116 @@ def test_constant_of_shape_pinned() -> None:
     compare(model, program, [np.array([3, 4], np.int64)])
     with pytest.raises(RunFailed):
         run_program(program, [np.array([4, 3], np.int64)])
+
+
+def test_slice_parameters_read_at_run_time() -> None:
+    """Starts, ends, axes and steps all given at run time: any values that give the declared
+    output shape run (clamped, negative, backwards), others stop the run."""
+    model = model_of([oh.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])],
+                     [("x", F, [6, 7, 5]), ("s", I64, [2]), ("e", I64, [2]), ("a", I64, [2]),
+                      ("st", I64, [2])], [("y", F, [6, 3, 2])])
+    program = compile_onnx(model)
+    x = x_of([6, 7, 5])
+    good = [([1, 0], [4, 2], [1, 2], [1, 1]),           # rows 1..3, columns 0..1
+            ([-2, 4], [-100, 0], [-2, 2], [-2, -3]),     # backwards, negative, clamped
+            ([0, 4], [2**62, 10], [2, 1], [3, 1])]       # an end past the axis
+    for s, e, a, st in good:
+        compare(model, program, [x] + [np.array(v, np.int64) for v in (s, e, a, st)])
+    bad = [([1, 0], [5, 2], [1, 2], [1, 1]),            # 4 rows, not 3
+           ([1, 0], [4, 2], [1, 1], [1, 1]),            # an axis named twice
+           ([1, 0], [4, 2], [1, 2], [1, 0]),            # a zero step
+           ([1, 0], [4, 2], [1, 3], [1, 1])]            # an axis out of range
+    for s, e, a, st in bad:
+        with pytest.raises(RunFailed) as err:
+            run_program(program, [x] + [np.array(v, np.int64) for v in (s, e, a, st)])
+        assert err.value.status == INPUT_VALUE
+
+
+def _runs_and_stops(model: onnx.ModelProto, good: list[list[np.ndarray]],
+                    bad: list[list[np.ndarray]]) -> None:
+    """Each feed of `good` matches onnxruntime; each of `bad` stops with AOTC_ERR_INPUT_VALUE."""
+    program = compile_onnx(model)
+    for feeds in good:
+        compare(model, program, feeds)
+    for feeds in bad:
+        with pytest.raises(RunFailed) as err:
+            run_program(program, feeds)
+        assert err.value.status == INPUT_VALUE
+
+
+def test_range_read_at_run_time() -> None:
+    model = model_of([oh.make_node("Range", ["s", "l", "d"], ["y"])],
+                     [("s", F, []), ("l", F, []), ("d", F, [])], [("y", F, [4])])
+    def f32(*v: float) -> list[np.ndarray]:
+        return [np.array(a, np.float32) for a in v]
+
+    _runs_and_stops(model, [f32(1, 3, 0.5), f32(10, -1.9, -3)], [f32(1, 3, 1), f32(1, 3, 0)])
+
+
+def test_compress_condition_read_at_run_time() -> None:
+    """A condition longer than CumSum's direct limit (its running count is blocked), shorter
+    than the axis (the positions past it are dropped)."""
+    model = model_of([oh.make_node("Compress", ["x", "c"], ["y"], axis=1)],
+                     [("x", F, [3, 40]), ("c", onnx.TensorProto.BOOL, [37])], [("y", F, [3, 5])])
+    x = x_of([3, 40])
+    picks = [np.isin(np.arange(37), kept) for kept in ([0, 1, 2, 3, 4], [3, 17, 18, 30, 36])]
+    _runs_and_stops(model, [[x, c] for c in picks],
+                    [[x, np.isin(np.arange(37), [1, 2])], [x, np.ones(37, bool)]])
+
+
+def test_dft_axis_chosen_at_run_time() -> None:
+    """Axes 1 and 2 both fit the shapes (axis 0, of one element, too): each is built and the
+    run-time value selects; the last axis holds the parts and is no meaning."""
+    model = model_of([oh.make_node("DFT", ["x", "", "a"], ["y"])],
+                     [("x", F, [1, 6, 6, 2]), ("a", I64, [])], [("y", F, [1, 6, 6, 2])])
+    x = x_of([1, 6, 6, 2])
+    _runs_and_stops(model, [[x, np.array(a, np.int64)] for a in (1, 2, -2, -3)],
+                    [[x, np.array(3, np.int64)], [x, np.array(-5, np.int64)]])
+
+
+def test_col2im_block_chosen_at_run_time() -> None:
+    """Blocks [1, 5] and [5, 1] both read a [1, 5, 5] input over a 5x5 image."""
+    model = model_of([oh.make_node("Col2Im", ["x", "i", "b"], ["y"])],
+                     [("x", F, [1, 5, 5]), ("i", I64, [2]), ("b", I64, [2])],
+                     [("y", F, [1, 1, 5, 5])])
+    x = x_of([1, 5, 5])
+    image = np.array([5, 5], np.int64)
+    _runs_and_stops(model, [[x, image, np.array(b, np.int64)] for b in ([1, 5], [5, 1])],
+                    [[x, image, np.array([5, 5], np.int64)],
+                     [x, np.array([5, 6], np.int64), np.array([1, 5], np.int64)]])
+
+
+def test_affine_grid_size_pinned() -> None:
+    model = model_of([oh.make_node("AffineGrid", ["t", "s"], ["y"])],
+                     [("t", F, [2, 2, 3]), ("s", I64, [4])], [("y", F, [2, 4, 5, 2])])
+    t = x_of([2, 2, 3])
+    _runs_and_stops(model, [[t, np.array([2, c, 4, 5], np.int64)] for c in (1, 3)],
+                    [[t, np.array([2, 3, 5, 4], np.int64)]])
+
+
+def test_dropout_training_mode_checked_at_run_time() -> None:
+    """Training off, or ratio 0, is the identity; training with a ratio stops the run."""
+    model = model_of([oh.make_node("Dropout", ["x", "r", "t"], ["y", "m"])],
+                     [("x", F, [3, 4]), ("r", F, []), ("t", onnx.TensorProto.BOOL, [])],
+                     [("y", F, [3, 4]), ("m", onnx.TensorProto.BOOL, [3, 4])])
+    x = x_of([3, 4])
+
+    def feeds(ratio: float, training: bool) -> list[np.ndarray]:
+        return [x, np.array(ratio, np.float32), np.array(training)]
+
+    _runs_and_stops(model, [feeds(0.5, False), feeds(0.0, True)], [feeds(0.5, True)])
+
+
+def test_stft_step_and_length_at_run_time() -> None:
+    """frame_step read at run time; frame_length 16 or 17 give the 9 bins, and both give 7
+    frames with step 7 (16 also with 8): each is built, the run-time value selects."""
+    model = model_of([oh.make_node("STFT", ["x", "s", "", "f"], ["y"])],
+                     [("x", F, [1, 64, 1]), ("s", I64, []), ("f", I64, [])],
+                     [("y", F, [1, 7, 9, 2])])
+    x = x_of([1, 64, 1])
+
+    def feeds(step: int, frame: int) -> list[np.ndarray]:
+        return [x, np.array(step, np.int64), np.array(frame, np.int64)]
+
+    _runs_and_stops(model, [feeds(8, 16), feeds(7, 16), feeds(7, 17)],
+                    [feeds(9, 16), feeds(8, 17), feeds(0, 16), feeds(7, 15)])

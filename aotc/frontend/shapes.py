@@ -104,6 +104,30 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
     _loop_carried_shapes(model)
     _compress_shapes(model)
     _shapes_from_readers(model)
+    if _type_loop_bodies(model):
+        infer_shapes(model, strict=strict)
+
+
+def _type_loop_bodies(model: ir.Model) -> bool:
+    """A Loop body's carried input declared without a shape (the function expansions of Range and
+    others write them so) takes its start value's type and shape; whether it keeps that shape
+    is then what the body's inference says (`_loop_carried_shapes`), so the assumption never
+    stands unchecked: if the body gives back the shape it was given, every iteration does.
+    True when some input was typed (inference then runs again)."""
+    changed = False
+    for graph in irutil.all_graphs(model.graph):
+        for node in graph:
+            if node.op_type != "Loop" or node.domain != "" or "body" not in node.attributes:
+                continue
+            body = node.attributes["body"].as_graph()
+            for start, inside in zip(node.inputs[2:], body.inputs[2:], strict=False):
+                if start is None or not is_static(start) or is_static(inside):
+                    continue
+                if inside.type is not None and inside.type != start.type:
+                    continue
+                inside.type, inside.shape = start.type, start.shape
+                changed = True
+    return changed
 
 
 # Operators whose output has their first input's shape, whatever their attributes: the

@@ -26,18 +26,22 @@ from lowering.ops import OpContext
 # A set of axes an axes parameter may name: per axis, whether it is named.
 AxesPattern = tuple[bool, ...]
 
+# The most meanings an operator builds and selects among at run time (each costs its work).
+MAX_MEANINGS = 4
 
-def run_time(ctx: OpContext, i: int) -> te.Tensor | None:
+
+def run_time(ctx: OpContext, i: int, *, elementwise: bool = True) -> te.Tensor | None:
     """Input `i` when it is a run-time value whose meaning the node's static shapes may pin:
     present, not a constant, checks possible here, and no shape of the node follows a run-time
-    dimension. None otherwise (the caller then asks for a constant as before)."""
+    dimension; with `elementwise` (the caller unrolls it with `elements`), also a short list of
+    numbers. None otherwise (the caller then asks for a constant as before)."""
     if ctx.checks is None or not ctx.has_input(i) or ctx.consts[i] is not None:
         return None
     t = ctx.input(i)
     shapes = [u.shape for u in ctx.inputs if u is not None] + list(ctx.out_shapes)
     if any(isinstance(d, te.DynExtent) for s in shapes for d in s):
         return None
-    if t.dtype == "bool" or t.dtype in te.HALF_DTYPES or t.size > 64:
+    if elementwise and (t.dtype == "bool" or t.size > 64):
         return None
     return t
 
@@ -78,9 +82,7 @@ def values(ctx: OpContext, i: int, expected: Sequence[int], what: str) -> np.nda
 def named_axes(ctx: OpContext, i: int, rank: int) -> list[te.Expr]:
     """Per axis 0..rank-1 of an axes input, whether some entry names it (as d or d - rank)."""
     loads = elements(ctx.input(i))
-    return [te.any_of([te.logical_or(te.eq(a, te.const(d, a.dtype)),
-                                     te.eq(a, te.const(d - rank, a.dtype))) for a in loads])
-            for d in range(rank)]
+    return [te.any_of([axis_fits(a, d, rank) for a in loads]) for d in range(rank)]
 
 
 def axes(ctx: OpContext, i: int, rank: int, patterns: Sequence[AxesPattern], what: str) -> None:
@@ -133,3 +135,27 @@ def pick(values: Sequence[te.Expr], index: te.Expr) -> te.Expr:
     for k in range(len(values) - 2, -1, -1):
         out = te.select(te.eq(index, te.const(k, index.dtype)), values[k], out)
     return out
+
+
+def by_meaning(fits: Sequence[te.Expr], outs: Sequence[te.Tensor], name: str) -> te.Tensor:
+    """Where the shapes leave a parameter several meanings, each built (`outs`), the one whose
+    condition over the run-time value holds (`fits`, in the same order), element by element;
+    the last where none does (a check stops such a run). One output is returned as it is."""
+    if len(outs) == 1:
+        return outs[0]
+
+    def chosen() -> te.Expr:
+        index: te.Expr = te.const(len(fits) - 1, "int32")
+        for k in range(len(fits) - 2, -1, -1):
+            index = te.select(fits[k], te.const(k, "int32"), index)
+        return index
+
+    which = te.compute((), chosen, name=f"{name}_meaning")
+    return te.compute(outs[0].shape, lambda *i: pick([o[i] for o in outs], which[()]),
+                      name=f"{name}_by_value")
+
+
+def axis_fits(value: te.Expr, axis: int, rank: int) -> te.Expr:
+    """Whether an axis value loaded at run time names `axis` of `rank` (as d or d - rank)."""
+    return te.logical_or(te.eq(value, te.const(axis, value.dtype)),
+                         te.eq(value, te.const(axis - rank, value.dtype)))

@@ -26,7 +26,7 @@ shape is already static are left alone), and the model goes through one of three
 Outcomes: `pass` (every output's shape and dtype as expected, values within the case's
 rtol/atol as onnx's backend runner compares them: `np.testing.assert_allclose`, NaN positions
 equal; integers, bools and strings exactly), `refused` (an `AotcError`: its message's first
-line is the reason), `wrong` (a result that differs), `crash` (any other exception, a worker
+line is the reason; or a run that a run-time check stopped, status 13), `wrong` (a result that differs), `crash` (any other exception, a worker
 process that died, or a case past its time limit: each a bug in aotc).
 
 Cases run on `--jobs` worker processes (default: the number of cores), forked from this one
@@ -80,6 +80,10 @@ STATUS_FILES = {"inprocess": STATUS, "c": STATUS, "opencl": HERE / "STATUS_openc
 EXPECTED_FILES = {"inprocess": EXPECTED, "opencl": HERE / "expected_passes_opencl.txt"}
 OUTCOMES = ("pass", "refused", "wrong", "crash")
 PATHS = ("inprocess", "c", "opencl", "cuda")
+# The status a run returns when one of its run-time checks refuses the input values
+# (AOTC_ERR_INPUT_VALUE, runtime_c/aotc_api.h): a refusal, made when the model runs.
+INPUT_VALUE_STATUS = 13
+
 # Seconds a case may take (compile + run) before it counts as a crash (a hang).
 TIME_LIMITS = {"inprocess": 120.0, "c": 600.0, "opencl": 300.0, "cuda": 300.0}
 # Paths whose workers are spawned, not forked: an OpenCL platform (PoCL's threads) does not
@@ -306,6 +310,7 @@ RUNNERS: dict[str, Callable] = {"inprocess": _run_inprocess, "c": _run_c,
 REFERENCE_NOISE = {
     "test_dft_inverse_opset19": "numpy's float32 inverse FFT leaves 1.9e-7 of a signal of "
                                 "magnitude 54 where the exact value is 0",
+    "test_dft_inverse": "the same data as test_dft_inverse_opset19, the axis an input",
 }
 NOISE_UNITS = 4
 
@@ -336,8 +341,11 @@ def run_case(case, path: str = "inprocess") -> Result:
     except AotcError as e:
         outcome, reason = "refused", (e.message.strip().splitlines() or [""])[0].rstrip(":")
     except Exception as e:  # noqa: BLE001 (anything else is a bug in aotc: a crash)
-        lines = str(e).strip().splitlines()
-        outcome, reason = "crash", f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
+        if getattr(e, "status", None) == INPUT_VALUE_STATUS:  # a Check stopped the run
+            outcome, reason = "refused", "a run-time check refused the input values (status 13)"
+        else:
+            lines = str(e).strip().splitlines()
+            outcome, reason = "crash", f"{type(e).__name__}: {lines[0] if lines else ''}"[:300]
     return Result(case.name, outcome, reason, time.perf_counter() - start)
 
 

@@ -6,7 +6,8 @@ gives +1 there, Eigen's LinSpaced of one point).
 
 Registered natively: ONNX's function body for it cannot be shape-inferred with the size folded
 (Range of a one-element slice, ConstantOfShape after a Split), so expanding it fails. size sets
-the output shape and must be a constant.
+the output shape: given at run time, it is pinned to the output's (its channel count, which
+the grid does not use, may be anything; pinned.py).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 
 
 def base_coordinate(i: te.Expr, length: int, align_corners: bool, dtype: str) -> te.Expr:
@@ -30,7 +31,10 @@ def base_coordinate(i: te.Expr, length: int, align_corners: bool, dtype: str) ->
 @register_op("AffineGrid")
 def affine_grid(ctx: OpContext) -> list[te.Tensor]:
     theta = ctx.input(0)
-    size = [int(v) for v in np.asarray(ctx.const(1, "size")).reshape(-1)]
+    if pinned.run_time(ctx, 1) is not None:
+        size = _pinned_size(ctx)
+    else:
+        size = [int(v) for v in np.asarray(ctx.const(1, "size")).reshape(-1)]
     if len(size) not in (4, 5):
         raise ctx.error(f"size {size}: expected (N, C, H, W) or (N, C, D, H, W)")
     spatial = size[2:]
@@ -57,3 +61,16 @@ def affine_grid(ctx: OpContext) -> list[te.Tensor]:
         return total
 
     return [te.compute(shape, body, name="affine_grid")]
+
+
+def _pinned_size(ctx: OpContext) -> list[int]:
+    """size given at run time: (N, C, *spatial) with N and spatial the output's, checked."""
+    out = ctx.out_shapes[0]
+    loads = pinned.elements(ctx.input(1))
+    if len(loads) != len(out) or len(out) not in (4, 5):
+        raise pinned.ambiguous(ctx, 1, "size", f"{len(out)} values, it holds {len(loads)}")
+    want = [out[0], None, *out[1:-1]]
+    pinned.require(ctx, te.all_of([te.eq(v, te.const(w, v.dtype)) for v, w in
+                                   zip(loads, want, strict=True) if w is not None]),
+                   f"size must be {[out[0], 'C', *out[1:-1]]}")
+    return [int(w) if w is not None else 1 for w in want]

@@ -5,8 +5,10 @@ Column l holds one block position (row-major over the grid of L blocks), channel
 tap k (row-major over the block). te cannot add into where the data says, so each image pixel
 gathers instead: per axis, tap k reaches pixel p from block position
 (p + pad_begin - k·dilation) / stride when that is a whole number inside the grid, and the
-pixel is the sum of the taps that reach it. image_shape and block_shape must be constants
-(they set the output's shape and the grid).
+pixel is the sum of the taps that reach it. image_shape and block_shape set the output's
+shape and the grid: given at run time, image_shape is pinned to the output's spatial shape, and
+block_shape to the blocks that fit the input's shape (each such block built, the run-time value
+selecting among them where several fit, pinned.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import math
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.nn.geometry import int_list
 
 
@@ -31,8 +33,51 @@ def col2im(ctx: OpContext) -> list[te.Tensor]:
     x = ctx.input(0)
     if x.dtype == "bool":
         raise ctx.error("Col2Im of bool data is not supported (it sums overlapping taps)")
-    image = _shape_input(ctx, 1, "image_shape")
-    block = _shape_input(ctx, 2, "block_shape")
+    if pinned.run_time(ctx, 1) is not None:
+        image = tuple(int(v) for v in pinned.values(ctx, 1, ctx.out_shapes[0][2:], "image_shape"))
+    else:
+        image = _shape_input(ctx, 1, "image_shape")
+    if pinned.run_time(ctx, 2) is None:
+        return [_col2im(ctx, x, image, _shape_input(ctx, 2, "block_shape"))]
+    blocks = _fitting_blocks(ctx, x, image)
+    if not blocks or len(blocks) > pinned.MAX_MEANINGS:
+        raise pinned.ambiguous(ctx, 2, "block_shape", " or ".join(map(str, map(list, blocks)))
+                               if blocks else "no block")
+    loads = pinned.elements(ctx.input(2))
+    fits = [te.all_of([te.eq(v, te.const(b, v.dtype)) for v, b in zip(loads, block, strict=True)])
+            for block in blocks]
+    pinned.require(ctx, te.any_of(fits), "block_shape must be " +
+                   " or ".join(str(list(b)) for b in blocks))
+    return [pinned.by_meaning(fits, [_col2im(ctx, x, image, b) for b in blocks], "col2im")]
+
+
+def _fitting_blocks(ctx: OpContext, x: te.Tensor, image: tuple[int, ...]
+                    ) -> list[tuple[int, ...]]:
+    """The block shapes that read the input's shape as [N, C·∏block, L] over `image`, C the
+    output's channels."""
+    r = len(image)
+    channels = ctx.out_shapes[0][1]
+    if len(x.shape) != 3 or channels <= 0 or x.shape[1] % channels or ctx.input(2).size != r:
+        return []
+    taps = x.shape[1] // channels
+    dil = int_list(ctx, "dilations", r, 1)
+    strides = int_list(ctx, "strides", r, 1)
+    pads = int_list(ctx, "pads", 2 * r, 0)
+
+    def splits(n: int, k: int) -> list[tuple[int, ...]]:  # k factors whose product is n
+        if k == 1:
+            return [(n,)]
+        return [(f, *rest) for f in range(1, n + 1) if n % f == 0 for rest in splits(n // f, k - 1)]
+
+    def grid(block: tuple[int, ...]) -> list[int]:
+        return [(image[d] + pads[d] + pads[r + d] - dil[d] * (block[d] - 1) - 1) // strides[d] + 1
+                for d in range(r)]
+
+    return [b for b in splits(taps, r) if min(grid(b)) > 0 and math.prod(grid(b)) == x.shape[2]]
+
+
+def _col2im(ctx: OpContext, x: te.Tensor, image: tuple[int, ...], block: tuple[int, ...]
+            ) -> te.Tensor:
     r = len(image)
     if len(block) != r or r == 0:
         raise ctx.error(f"image_shape {list(image)} and block_shape {list(block)} must name "
@@ -75,4 +120,4 @@ def col2im(ctx: OpContext) -> list[te.Tensor]:
         return te.reduce("sum", te.select(te.all_of(inside), value,
                                           te.Const(0, x.dtype)), ks)
 
-    return [te.compute((x.shape[0], channels, *image), pixel, name="col2im")]
+    return te.compute((x.shape[0], channels, *image), pixel, name="col2im")

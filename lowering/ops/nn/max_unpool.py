@@ -10,7 +10,8 @@ output element looks at every element of X in its own (n, c) plane for an index 
 own flat position, which costs (input plane) x (output plane) compares per plane. An index
 that leaves its element's plane, or the output, is dropped (onnxruntime writes the first and
 refuses the second at run time); MaxPool's indices never do. The output shape comes from
-inference: the default (in - 1)·stride - pads + kernel, or a constant output_shape input.
+inference: the default (in - 1)·stride - pads + kernel, or the output_shape input (given at run
+time, pinned to the declared output shape and checked, pinned.py).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import index_input
 from lowering.ops.nn.geometry import int_list
 from lowering.ops.shape.scatter import Index, scatter
@@ -30,9 +31,11 @@ def max_unpool(ctx: OpContext) -> list[te.Tensor]:
     if indices.shape != x.shape or len(x.shape) < 3:
         raise ctx.error(f"X {list(x.shape)} and I {list(indices.shape)} must have one shape "
                         "with N, C and spatial axes")
-    if ctx.has_input(2):
-        ctx.const(2, "output_shape")  # it sets the output shape (inference read it)
     out_shape = tuple(ctx.out_shapes[0])
+    if pinned.run_time(ctx, 2) is not None:  # the output's shape, checked at run time
+        pinned.values(ctx, 2, out_shape, "output_shape")
+    elif ctx.has_input(2):
+        ctx.const(2, "output_shape")  # it sets the output shape (inference read it)
     if len(out_shape) != len(x.shape) or out_shape[:2] != x.shape[:2]:
         raise ctx.error(f"output shape {list(out_shape)} for input {list(x.shape)}")
     rank = len(x.shape) - 2

@@ -59,10 +59,6 @@ def reduce_axes_of(ctx: OpContext, rank: int) -> list[int] | None:
     return normalize_axes(ctx, np.asarray(axes).reshape(-1).tolist(), rank)
 
 
-# The most meanings of run-time axes compiled side by side (each one costs a whole reduction).
-MAX_MEANINGS = 4
-
-
 def reduced(ctx: OpContext, x: te.Tensor,
             build: Callable[[list[int] | None], te.Tensor]) -> te.Tensor:
     """`build(axes)` for the node's axes (None: no reduction). Axes given at run time are
@@ -83,25 +79,13 @@ def reduced(ctx: OpContext, x: te.Tensor,
     for s in fitting:
         groups.setdefault(tuple(d for d in s if x.shape[d] != 1), []).append(
             tuple(d in s for d in range(rank)))
-    if not groups or len(groups) > MAX_MEANINGS:
+    if not groups or len(groups) > pinned.MAX_MEANINGS:
         raise pinned.ambiguous(ctx, 1, "axes", " or ".join(f"axes {list(s)}" for s in fitting)
                                if fitting else "no axes")
     pinned.axes(ctx, 1, rank, [p for ps in groups.values() for p in ps], "axes")
     outs = [build([d for d, named in enumerate(ps[0]) if named]) for ps in groups.values()]
-    if len(outs) == 1:
-        return outs[0]
     fits = [pinned.axes_fit(ctx, 1, rank, ps) for ps in groups.values()]
-
-    def chosen() -> te.Expr:
-        index: te.Expr = te.const(len(fits) - 1, "int32")
-        for k in range(len(fits) - 2, -1, -1):
-            index = te.select(fits[k], te.const(k, "int32"), index)
-        return index
-
-    which = te.compute((), chosen, name="axes_meaning")
-
-    return te.compute(outs[0].shape, lambda *i: pinned.pick([o[i] for o in outs], which[()]),
-                      name=ctx.op_type.lower() + "_by_axes")
+    return pinned.by_meaning(fits, outs, ctx.op_type.lower())
 
 
 def _identity(ctx: OpContext, red: Reduction, x: te.Tensor) -> te.Tensor:

@@ -1,7 +1,10 @@
 """Compress: the slices of the input along `axis` (or of the flattened input, without an axis)
-whose condition is true. The condition must be a constant: it sets the output shape. The
-kept positions become a gather through a constant index vector (positions past the
-condition's end are dropped, as ONNX defines it).
+whose condition is true. The kept positions become a gather through an index vector
+(positions past the condition's end are dropped, as ONNX defines it): a constant one for a
+constant condition. A condition given at run time cannot set the output's shape, so the
+declared one is compiled, and a check requires the condition to keep that many (pinned.py);
+the vector is then computed when the kernel runs: the k-th kept position is the number of
+positions whose running count of true values is at most k.
 """
 
 from __future__ import annotations
@@ -9,15 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import axis_of
+from lowering.ops.reduce.cumulative import running_total
 from lowering.ops.shape.shape import constant_vector
 
 
 @register_op("Compress")
 def compress(ctx: OpContext) -> list[te.Tensor]:
     x = ctx.input(0)
-    cond = np.asarray(ctx.const(1, "condition")).reshape(-1).astype(bool)
+    given = pinned.run_time(ctx, 1, elementwise=False)
     axis_attr = ctx.attr("axis")
     if axis_attr is None:  # flattened
         flat = te.compute((x.size,), lambda i: x[_unflatten(i, x.shape)], name="compress_flat",
@@ -26,17 +30,26 @@ def compress(ctx: OpContext) -> list[te.Tensor]:
     else:
         src, axis = x, axis_of(ctx, int(axis_attr), len(x.shape))
     n = src.shape[axis]
-    if cond.size > n:
-        raise ctx.error(f"condition has {cond.size} values for an axis of {n}")
-    kept = [int(i) for i in np.flatnonzero(cond)]
+    cond_size = given.size if given is not None else ctx.const(1, "condition").size
+    if cond_size > n:
+        raise ctx.error(f"condition has {cond_size} values for an axis of {n}")
+    if given is None:
+        cond = np.asarray(ctx.const(1, "condition")).reshape(-1).astype(bool)
+        kept = len(np.flatnonzero(cond))
+    else:
+        kept = ctx.out_shapes[0][axis] if len(ctx.out_shapes[0]) == len(src.shape) else -1
     shape = list(src.shape)
-    shape[axis] = len(kept)
+    shape[axis] = kept
     if tuple(shape) != tuple(ctx.out_shapes[0]):
         raise ctx.error(f"output shape {shape} differs from the inferred "
                         f"{list(ctx.out_shapes[0])}")
     if not kept:
         return [te.compute(shape, lambda *i: te.Const(0, src.dtype), name="compress")]
-    where = constant_vector(kept, "int64", "compress_where")
+    if given is None:
+        where = constant_vector([int(i) for i in np.flatnonzero(cond)], "int64",
+                                "compress_where")
+    else:
+        where = _kept_positions(ctx, given, kept)
 
     def body(*o: te.Var) -> te.Expr:
         idx = list(o)
@@ -44,6 +57,26 @@ def compress(ctx: OpContext) -> list[te.Tensor]:
         return src[tuple(idx)]
 
     return [te.compute(shape, body, name="compress")]
+
+
+def _kept_positions(ctx: OpContext, cond: te.Tensor, kept: int) -> te.Tensor:
+    """The positions of the first `kept` true values of a run-time condition, with a check
+    that it holds exactly `kept` true values."""
+    flat = te.compute((cond.size,), lambda j: te.cast("int64", te.cast("bool", cond[
+        _unflatten(j, cond.shape)])), name="compress_flags")
+    count = running_total(flat, 0, "compress_count")
+    pinned.require(ctx, te.eq(count[te.const(cond.size - 1, "int64")],
+                              te.const(kept, "int64")),
+                   f"condition must hold {kept} true values")
+
+    def position(k: te.Expr) -> te.Expr:
+        r = te.reduce_axis(cond.size, "j")
+        return te.reduce_sum(te.cast("int64", te.le(count[r.var], k)), [r])
+
+    where = te.compute((kept,), position, name="compress_where")
+    # (a condition with fewer true values fails the check; clamped, its run reads in bounds)
+    return te.compute((kept,), lambda k: te.minimum(where[k], te.const(cond.size - 1, "int64")),
+                      name="compress_where_clamped")
 
 
 def _unflatten(i: te.Expr, shape: tuple[int, ...]) -> tuple[te.Expr, ...]:

@@ -1,7 +1,9 @@
-"""Shape, Size, ConstantOfShape, Range: outputs known at compile time, written by a kernel.
+"""Shape, Size, ConstantOfShape, Range: outputs whose shape is known at compile time.
 
 The frontend usually folds these to initializers; when it does not (their input is a run-time
-value with a static shape), each becomes a compute whose body is made of constants.
+value with a static shape), each becomes a compute whose body is made of constants. A Range
+whose start, limit or delta is given at run time computes its values from them, for the
+declared length, which a check requires them to give (pinned.py).
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def constant_of_shape(ctx: OpContext) -> list[te.Tensor]:
 
 @register_op("Range")
 def range_(ctx: OpContext) -> list[te.Tensor]:
+    if any(pinned.run_time(ctx, k) is not None for k in range(3)):
+        return [_range_at_run_time(ctx)]
     start, limit, delta = (np.asarray(ctx.const(k, w)).reshape(-1) for k, w in
                            enumerate(("start", "limit", "delta")))
     dtype = ctx.out_dtypes[0]
@@ -87,13 +91,41 @@ def range_(ctx: OpContext) -> list[te.Tensor]:
     if (n,) != tuple(ctx.out_shapes[0]):
         raise ctx.error(f"range has {n} elements, the inferred shape is "
                         f"{list(ctx.out_shapes[0])}")
-    if dtype in te.FLOAT_DTYPES:
-        # in float64, so that start + i * delta is the exact value rounded once
-        def body(i: te.Expr) -> te.Expr:
-            v = te.Const(s, "float64") + te.cast("float64", i) * te.Const(d, "float64")
-            return te.cast(dtype, v)
-    else:
-        def body(i: te.Expr) -> te.Expr:
-            return te.Const(s, dtype) + te.cast(dtype, i) * te.Const(d, dtype)
+    return [_range_values(dtype, n, te.Const(s, _wide(dtype)), te.Const(d, _wide(dtype)))]
 
-    return [te.compute((n,), body, name="range")]
+
+def _wide(dtype: str) -> str:
+    """The type a range is computed in: float64 for floats, so that start + i * delta is the
+    exact value rounded once."""
+    return "float64" if dtype in te.FLOAT_DTYPES else dtype
+
+
+def _range_values(dtype: str, n: int, start: te.Expr, delta: te.Expr) -> te.Tensor:
+    def body(i: te.Expr) -> te.Expr:
+        return te.cast(dtype, start + te.cast(start.dtype, i) * delta)
+
+    return te.compute((n,), body, name="range")
+
+
+def _range_at_run_time(ctx: OpContext) -> te.Tensor:
+    """Range whose start, limit or delta is read when the kernel runs: the declared output
+    length is what was compiled, and a check requires the values to give it."""
+    dtype = ctx.out_dtypes[0]
+    wide = _wide(dtype)
+    scalars = []
+    for k in range(3):
+        t = ctx.input(k)
+        if t.size != 1:
+            raise ctx.error("start, limit and delta must be scalars")
+        scalars.append(te.cast(wide, pinned.elements(t)[0]))
+    start, limit, delta = scalars
+    (n,) = ctx.out_shapes[0]
+    zero = te.const(0, wide)
+    if wide == "float64":
+        count = te.unary("ceil", (limit - start) / delta)
+    else:  # ceil(a / b) with floor division, for either sign of b; b = 0 is caught below
+        count = zero - (zero - (limit - start)) // te.select(te.eq(delta, zero),
+                                                              te.const(1, wide), delta)
+    ok = te.logical_and(te.ne(delta, zero), te.eq(te.maximum(count, zero), te.const(n, wide)))
+    pinned.require(ctx, ok, f"start, limit and delta must give {n} elements")
+    return _range_values(dtype, n, start, delta)

@@ -1,6 +1,7 @@
 """DFT: the discrete Fourier transform along one axis of a real ([..., 1]) or complex
 ([..., 2], real and imaginary parts) signal; inverse, one-sided (real-to-complex, and its
-inverse complex-to-real) and a constant dft_length.
+inverse complex-to-real) and a constant dft_length. An axis given at run time is one of the
+axes the output's shape allows: each is built and the run-time value selects (pinned.py).
 
 The transform is a direct sum: output bin k reads every input sample t with the twiddle
 e^(∓2πi·kt/L), looked up in a table of cos/sin(2πm/L) (m = kt mod L) that a small stage fills
@@ -17,7 +18,7 @@ from __future__ import annotations
 import math
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import axis_of
 
 F64 = "float64"
@@ -189,26 +190,61 @@ def dft_op(ctx: OpContext) -> list[te.Tensor]:
     if rank < 2 or x.shape[-1] not in (1, 2):
         raise ctx.error(f"input shape {list(x.shape)}: the last axis must be 1 (real) or 2 "
                         "(complex)")
-    # opset 20 takes the axis as input 2 (default -2); opset 17's attribute if still present
-    axis = int_scalar(ctx, 2, "axis") if ctx.has_input(2) else int(ctx.attr("axis", -2))
-    axis = axis_of(ctx, axis, rank)
-    if axis == rank - 1:
-        raise ctx.error("axis must not be the last axis (it holds the real/imaginary parts)")
     inverse = bool(ctx.attr("inverse", 0))
     onesided = bool(ctx.attr("onesided", 0))
     if onesided and not inverse and x.shape[-1] != 1:
         raise ctx.error("a one-sided DFT takes a real input (last axis 1)")
-    n = x.shape[axis]
+    given = pinned.run_time(ctx, 2)
+    if given is None:
+        # opset 20 takes the axis as input 2 (default -2); opset 17's attribute if still present
+        axis = int_scalar(ctx, 2, "axis") if ctx.has_input(2) else int(ctx.attr("axis", -2))
+        return [_dft_along(ctx, x, axis_of(ctx, axis, rank), inverse, onesided)]
+    # an axis given at run time: each axis the output's shape allows is a meaning
+    fitting = [d for d in range(rank - 1) if _out_shape(ctx, x, d, inverse, onesided)
+               == tuple(ctx.out_shapes[0])]
+    if given.size != 1 or not fitting or len(fitting) > pinned.MAX_MEANINGS:
+        raise pinned.ambiguous(ctx, 2, "axis", " or ".join(f"axis {d}" for d in fitting)
+                               if given.size == 1 and fitting else "no one axis")
+    value = pinned.elements(given)[0]
+    fits = [pinned.axis_fits(value, d, rank) for d in fitting]
+    pinned.require(ctx, te.any_of(fits), "axis must be " + " or ".join(map(str, fitting)))
+    outs = [_dft_along(ctx, x, d, inverse, onesided) for d in fitting]
+    return [pinned.by_meaning(fits, outs, "dft")]
+
+
+def _length(ctx: OpContext, n: int, inverse: bool, onesided: bool) -> int:
+    """The dft_length: input 1, or the axis's (a one-sided inverse's full) length."""
     if ctx.has_input(1):
         length = int_scalar(ctx, 1, "dft_length")
         if length <= 0:
             raise ctx.error(f"dft_length {length} must be positive")
-    else:
-        length = 2 * (n - 1) if inverse and onesided else n
-        if length <= 0:
-            raise ctx.error(f"an inverse one-sided DFT of {n} bins needs a dft_length")
+        return length
+    length = 2 * (n - 1) if inverse and onesided else n
+    if length <= 0:
+        raise ctx.error(f"an inverse one-sided DFT of {n} bins needs a dft_length")
+    return length
+
+
+def _out_shape(ctx: OpContext, x: te.Tensor, axis: int, inverse: bool, onesided: bool
+               ) -> tuple[int, ...] | None:
+    """The output's shape along `axis` (None where the axis's length allows no transform)."""
+    n = x.shape[axis]
+    if n == 0 or (not ctx.has_input(1) and inverse and onesided and n < 2):
+        return None
+    length = _length(ctx, n, inverse, onesided)
+    shape = list(x.shape)
+    shape[axis] = length // 2 + 1 if onesided and not inverse else length
+    shape[-1] = 1 if onesided and inverse else 2
+    return tuple(shape)
+
+
+def _dft_along(ctx: OpContext, x: te.Tensor, axis: int, inverse: bool, onesided: bool
+               ) -> te.Tensor:
+    if axis == len(x.shape) - 1:
+        raise ctx.error("axis must not be the last axis (it holds the real/imaginary parts)")
+    length = _length(ctx, x.shape[axis], inverse, onesided)
     out = dft(x, axis, length, inverse=inverse, onesided=onesided)
     if out.shape != tuple(ctx.out_shapes[0]):
         raise ctx.error(f"output shape {list(out.shape)} differs from the inferred "
                         f"{list(ctx.out_shapes[0])}")
-    return [out]
+    return out
