@@ -231,14 +231,16 @@ def test_resize_sizes_pinned() -> None:
         run_program(program, [x, np.array([1, 2, 3, 7], np.int64)])
 
 
-@pytest.mark.parametrize("mode, transform", [("nearest", "asymmetric"), ("linear", "half_pixel"),
-                                             ("linear", "half_pixel_symmetric")])
-def test_resize_scales_read_at_run_time(mode: str, transform: str) -> None:
+@pytest.mark.parametrize("mode, transform, antialias", [
+    ("nearest", "asymmetric", 0), ("linear", "half_pixel", 0), ("linear", "half_pixel_symmetric", 0),
+    ("cubic", "half_pixel", 0), ("linear", "half_pixel", 1), ("cubic", "pytorch_half_pixel", 1)])
+def test_resize_scales_read_at_run_time(mode: str, transform: str, antialias: int) -> None:
     """Scales divide the output position, so the output shape cannot stand for them: the
-    coordinate tables read them at run time, and a check asks that they give the output's
-    length (scale 1 where the output keeps an axis)."""
+    coordinate (and filter) tables read them at run time, and a check asks that they give the
+    output's length (scale 1 where the output keeps an axis). Antialiased, the downsampled
+    axis takes the taps of its least scale."""
     model = model_of(
-        [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode,
+        [oh.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, antialias=antialias,
                       coordinate_transformation_mode=transform)],
         [("x", F, [1, 2, 4, 5]), ("scales", F, [4])],
         [("y", F, [1, 2, 7, 3])])
@@ -392,3 +394,70 @@ def test_stft_step_and_length_at_run_time() -> None:
 
     _runs_and_stops(model, [feeds(8, 16), feeds(7, 16), feeds(7, 17)],
                     [feeds(9, 16), feeds(8, 17), feeds(0, 16), feeds(7, 15)])
+
+
+def test_run_time_length_bound_by_a_declared_reader() -> None:
+    """Range(0, n) has a length inference names but cannot compute (unk__0); the declared
+    output of the element-wise chain reading it binds it (both operands of the Add carry it),
+    and the Range is checked to give it."""
+    f = onnx.TensorProto.FLOAT
+    nodes = [oh.make_node("Constant", [], ["zero"], value=oh.make_tensor("z", f, [], [0.0])),
+             oh.make_node("Constant", [], ["one"], value=oh.make_tensor("o", f, [], [1.0])),
+             oh.make_node("Constant", [], ["two"], value=oh.make_tensor("t", f, [], [2.0])),
+             oh.make_node("Cast", ["n"], ["nf"], to=f),
+             oh.make_node("Range", ["zero", "nf", "one"], ["r"]),
+             oh.make_node("Mul", ["r", "two"], ["r2"]),
+             oh.make_node("Cos", ["r"], ["c"]),
+             oh.make_node("Add", ["r2", "c"], ["y"])]
+    model = model_of(nodes, [("n", I64, [])], [("y", F, [6])])
+    _runs_and_stops(model, [[np.array(6, np.int64)]],
+                    [[np.array(5, np.int64)], [np.array(7, np.int64)]])
+
+
+def test_resize_align_corners_scales_must_be_exact() -> None:
+    """align_corners from run-time scales: onnxruntime and ONNX's reference agree only where
+    scale * length is the output's length exactly, which the check asks."""
+    model = model_of([oh.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear",
+                                   coordinate_transformation_mode="align_corners")],
+                     [("x", F, [1, 1, 4, 5]), ("scales", F, [4])], [("y", F, [1, 1, 8, 10])])
+    x = x_of([1, 1, 4, 5])
+    _runs_and_stops(model, [[x, np.array([1, 1, 2, 2], np.float32)]],
+                    [[x, np.array([1, 1, 2.1, 2], np.float32)]])
+
+
+def test_resize_roi_read_at_run_time() -> None:
+    model = model_of([oh.make_node("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+                                   coordinate_transformation_mode="tf_crop_and_resize",
+                                   axes=[2, 3], extrapolation_value=-1.0)],
+                     [("x", F, [1, 2, 6, 6]), ("roi", F, [4]), ("sizes", I64, [2])],
+                     [("y", F, [1, 2, 4, 5])])
+    x = x_of([1, 2, 6, 6])
+    sizes = np.array([4, 5], np.int64)
+    _runs_and_stops(model, [[x, np.array(r, np.float32), sizes] for r in
+                            ([0.2, 0.1, 0.7, 0.9], [-0.2, 0.0, 1.3, 0.5])],
+                    [[x, np.array([0.2, 0.1, 0.7, 0.9], np.float32), np.array([4, 6], np.int64)]])
+
+
+@pytest.mark.parametrize("policy", ["not_larger", "not_smaller"])
+def test_resize_sizes_with_a_kept_aspect_ratio_at_run_time(policy: str) -> None:
+    """The common scale is computed from the run-time sizes; a check asks that it gives the
+    output's shape."""
+    out = [1, 1, 5, 8] if policy == "not_larger" else [1, 1, 8, 13]
+    model = model_of([oh.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                                   keep_aspect_ratio_policy=policy, axes=[2, 3])],
+                     [("x", F, [1, 1, 5, 8]), ("sizes", I64, [2])], [("y", F, out)])
+    x = x_of([1, 1, 5, 8])
+    good = [5, 9] if policy == "not_larger" else [7, 13]
+    bad = [4, 9] if policy == "not_larger" else [9, 9]
+    _runs_and_stops(model, [[x, np.array(good, np.int64)]], [[x, np.array(bad, np.int64)]])
+
+
+@pytest.mark.parametrize("out", [[3, 7, 9], [4, 10, 5], [3, 9, 8]])
+def test_center_crop_pad_shape_pinned(out: list[int]) -> None:
+    """Cropped or padded around the centre on axes 1 and 2 (odd differences put the odd
+    element at the end), the run-time shape pinned to the output's."""
+    model = model_of([oh.make_node("CenterCropPad", ["x", "s"], ["y"], axes=[-2, -1])],
+                     [("x", F, [out[0], 8, 6]), ("s", I64, [2])], [("y", F, out)])
+    x = x_of([out[0], 8, 6])
+    _runs_and_stops(model, [[x, np.array(out[1:], np.int64)]],
+                    [[x, np.array([out[1], out[2] + 1], np.int64)]])

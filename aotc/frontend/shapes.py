@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import onnx
@@ -10,6 +11,7 @@ import onnx_ir as ir
 
 from aotc.errors import AotcError
 from aotc.frontend import irutil
+from lowering.ops.elementwise.binary import BINARY
 from lowering.ops.elementwise.unary import UNARY
 
 # Initializers kept in the model handed to onnx's inference: small ones, and integer tensors
@@ -104,8 +106,70 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
     _loop_carried_shapes(model)
     _compress_shapes(model)
     _shapes_from_readers(model)
-    if _type_loop_bodies(model):
+    if _type_loop_bodies(model) | _bind_generated_dims(model):
         infer_shapes(model, strict=strict)
+
+
+# The names onnx's inference gives the dimensions it cannot compute ("unk__0", ...): unlike a
+# model's own symbolic dimensions (its inputs' "batch"), they name nothing the user binds.
+_GENERATED_DIM = re.compile(r"unk__\d+")
+
+
+def _bind_generated_dims(model: ir.Model) -> bool:
+    """A dimension inference named but could not compute (`Range` of a run-time length: unk__0)
+    takes the static size that an element-wise reader's output has on that axis where
+    broadcasting cannot account for the difference (the other operand has 1, nothing or the
+    same dimension there), and every value holding it gets the size: a window function's body
+    computes Range(0, size) and declares its output [10]. True when some dimension was bound
+    (inference then runs again)."""
+    bound: dict[str, int] = {}
+    graphs = list(irutil.all_graphs(model.graph))
+    for graph in graphs:
+        for node in reversed(list(graph)):
+            if node.domain != "" or not node.inputs or node.outputs[0].shape is None:
+                continue
+            out = node.outputs[0].shape.dims
+            for x, other in _elementwise_operands(node):
+                if x.shape is None:
+                    continue
+                for k in range(1, min(len(x.shape), len(out)) + 1):
+                    name = _generated(x.shape.dims[-k])
+                    if name is None or name in bound or not isinstance(out[-k], int):
+                        continue
+                    if other is not None:
+                        if other.shape is None:
+                            continue
+                        theirs = other.shape.dims[-k] if k <= len(other.shape) else 1
+                        if theirs != 1 and _generated(theirs) != name:
+                            continue
+                    bound[name] = out[-k]
+    if not bound:
+        return False
+    for graph in graphs:
+        values = [*graph.inputs, *graph.outputs, *(v for n in graph for v in n.outputs)]
+        for v in values:
+            if v.shape is not None and any(_generated(d) in bound for d in v.shape.dims):
+                v.shape = ir.Shape([bound.get(_generated(d) or "", d) for d in v.shape.dims])
+    return True
+
+
+def _generated(dim: object) -> str | None:
+    """The name of a dimension onnx's inference generated, else None."""
+    if isinstance(dim, ir.SymbolicDim) and dim.value is not None and \
+            _GENERATED_DIM.fullmatch(dim.value):
+        return dim.value
+    return None
+
+
+def _elementwise_operands(node: ir.Node) -> list[tuple[ir.Value, ir.Value | None]]:
+    """Each input of an element-wise node whose shape its output follows, with the operand it
+    broadcasts against (None for a one-input function)."""
+    if node.op_type in _SAME_SHAPE and node.inputs[0] is not None:
+        return [(node.inputs[0], None)]
+    if node.op_type in BINARY and len(node.inputs) == 2 and None not in node.inputs:
+        a, b = node.inputs
+        return [(a, b), (b, a)]  # type: ignore[list-item]
+    return []
 
 
 def _type_loop_bodies(model: ir.Model) -> bool:
@@ -138,17 +202,37 @@ _SAME_SHAPE = frozenset(UNARY) | {"Softsign", "Cast", "CastLike", "Identity", "I
 def _shapes_from_readers(model: ir.Model) -> None:
     """A value whose shape inference left unknown takes the static shape of what an
     element-wise reader of it gives (`Log(ReduceSum(x, axes))` with axes given at run time
-    and the Log's output declared): backwards through chains of such readers."""
+    and the Log's output declared), or a broadcasting one whose other operand is a scalar
+    (`Range(...) * 2π`, as the window functions' bodies compute): backwards through chains of
+    such readers."""
     for graph in irutil.all_graphs(model.graph):
         for node in reversed(list(graph)):
-            if node.op_type not in _SAME_SHAPE or node.domain != "" or not node.inputs:
+            if node.domain != "" or not node.inputs:
                 continue
-            x, y = node.inputs[0], node.outputs[0]
-            if x is None or irutil.static_dims(x.shape) is not None:
+            dims = irutil.static_dims(node.outputs[0].shape)
+            if dims is None:
                 continue
-            dims = irutil.static_dims(y.shape)
-            if dims is not None and (x.shape is None or len(x.shape) == len(dims)):
-                x.shape = ir.Shape(dims)
+            for x in _same_shape_operands(node, len(dims)):
+                if irutil.static_dims(x.shape) is None and (
+                        x.shape is None or len(x.shape) == len(dims)):
+                    x.shape = ir.Shape(dims)
+
+
+def _same_shape_operands(node: ir.Node, rank: int) -> list[ir.Value]:
+    """The inputs of `node` whose shape must be its output's (of `rank` axes)."""
+    if node.op_type in _SAME_SHAPE:
+        return [node.inputs[0]] if node.inputs[0] is not None else []
+    if node.op_type not in BINARY or len(node.inputs) != 2 or None in node.inputs:
+        return []
+    out = []
+    for x, other in (node.inputs, node.inputs[::-1]):
+        other_dims = irutil.static_dims(other.shape)  # type: ignore[union-attr]
+        # broadcast with a scalar keeps the shape; with ones of the output's rank, a value of
+        # that rank too
+        if other_dims == () or (other_dims is not None and len(other_dims) == rank and
+                                all(d == 1 for d in other_dims)):
+            out.append(x)
+    return out  # type: ignore[return-value]
 
 
 def _loop_carried_shapes(model: ir.Model) -> None:

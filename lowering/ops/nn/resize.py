@@ -1,11 +1,12 @@
-"""Resize: nearest and (n-)linear resampling over any axes, from constant scales or sizes.
+"""Resize: nearest and (n-)linear resampling over any axes, from scales or sizes.
 
 Per resized axis (scale ≠ 1, as onnxruntime decides) a small table stage holds what each output
 position reads: the nearest input index, or the two linear taps and their weights. The main
 stage gathers through the tables: nearest copies one element, linear sums the 2^k corners of
 the k resized axes weighted by the product of per-axis weights. Axes with scale 1 read straight
 through. cubic, antialias and tf_crop_and_resize take the separable filtered passes of
-`resize_filter.py`.
+`resize_filter.py`. Scales, a region of interest, or sizes under a kept aspect ratio given at
+run time are loaded by the tables (a check asks that they give the output's shape, pinned.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from lowering.ops.nn.resize_coords import (
     nearest_index,
     original_coordinate,
 )
-from lowering.ops.nn.resize_filter import Filter, filtered_resize
+from lowering.ops.nn.resize_filter import Filter, Roi, filtered_resize
 
 POLICIES = ("stretch", "not_larger", "not_smaller")
 MAX_LINEAR_AXES = 4
@@ -53,12 +54,10 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
     rank = len(in_shape)
     axes = _axes(ctx, rank)
     scales: list[Scale] = [np.float32(1.0)] * rank
-    # (align_corners divides by the resized length: onnxruntime takes the output's, ONNX's
-    # reference scale * length; aotc follows onnxruntime, from constant scales only)
     given_at_run_time = pinned.run_time(ctx, 2)
-    if given_at_run_time is not None and given_at_run_time.size > 0 and \
-            str_attr(ctx, "coordinate_transformation_mode", "half_pixel") != "align_corners":
-        return _run_time_scales(ctx, given_at_run_time, in_shape, axes)
+    if given_at_run_time is not None and given_at_run_time.size > 0:
+        return _run_time_scales(ctx, given_at_run_time, in_shape, axes, str_attr(
+            ctx, "coordinate_transformation_mode", "half_pixel") == "align_corners")
     given = ctx.const(2, "scales") if ctx.has_input(2) else None
     if given is not None and given.size > 0:
         vals = np.asarray(given, dtype=np.float32).reshape(-1)
@@ -74,6 +73,8 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
     policy = str_attr(ctx, "keep_aspect_ratio_policy", "stretch")
     if policy not in POLICIES:
         raise ctx.error(f"keep_aspect_ratio_policy '{policy}' is not one of {POLICIES}")
+    if policy != "stretch" and pinned.run_time(ctx, 3) is not None:
+        return _run_time_policy_scales(ctx, pinned.run_time(ctx, 3), in_shape, axes, policy)
     if policy == "stretch" and pinned.run_time(ctx, 3) is not None:
         # stretched, the sizes are the output's: pinned, checked at run time (pinned.py)
         out = ctx.out_shapes[0]
@@ -92,11 +93,14 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
 
 
 def _run_time_scales(ctx: OpContext, t: te.Tensor, in_shape: tuple[int, ...],
-                     axes: list[int]) -> list[Scale]:
+                     axes: list[int], align_corners: bool) -> list[Scale]:
     """Scales given at run time: the coordinate tables read them (they divide the output
     position, so the output shape cannot stand for them), and a check asks that each gives
     the output's length (`int(scale * length)` in float32, as onnxruntime sizes the output)
-    and that an axis the output keeps has scale 1."""
+    and that an axis the output keeps has scale 1. align_corners divides by the resized
+    length: onnxruntime takes the output's, ONNX's reference scale * length (aotc follows
+    onnxruntime from constant scales); at run time the check asks that the two agree, scale *
+    length exactly the output's length."""
     out = ctx.out_shapes[0]
     loads = pinned.elements(t)
     if len(loads) != len(axes) or t.dtype != "float32":
@@ -107,11 +111,40 @@ def _run_time_scales(ctx: OpContext, t: te.Tensor, in_shape: tuple[int, ...],
         if in_shape[a] == out[a]:
             conds.append(te.eq(s, te.const(1.0, "float32")))
             continue
-        size = te.cast("int64", s * te.const(float(in_shape[a]), "float32"))
-        conds += [te.gt(s, te.const(0.0, "float32")), te.eq(size, te.const(out[a], "int64"))]
+        length = s * te.const(float(in_shape[a]), "float32")
+        conds += [te.gt(s, te.const(0.0, "float32")),
+                  te.eq(te.cast("int64", length), te.const(out[a], "int64"))]
+        if align_corners:
+            conds.append(te.eq(length, te.const(float(out[a]), "float32")))
         scales[a] = s
     pinned.require(ctx, te.all_of(conds), f"scales must give the output {list(out)} (scale 1 "
                    "on the axes it keeps)")
+    return scales
+
+
+def _run_time_policy_scales(ctx: OpContext, t: te.Tensor, in_shape: tuple[int, ...],
+                            axes: list[int], policy: str) -> list[Scale]:
+    """Sizes given at run time under keep_aspect_ratio_policy: the common scale (the least or
+    greatest of sizes / input length, in float32) is computed when the kernel runs and the
+    coordinate tables read it; a check asks that it gives the output's length on each axis
+    (rounded, as the output is sized)."""
+    out = ctx.out_shapes[0]
+    loads = pinned.elements(t)
+    if len(loads) != len(axes):
+        raise ctx.error(f"{len(loads)} sizes for {len(axes)} axes")
+    ratios = [te.cast("float32", s) / te.const(float(in_shape[a]), "float32")
+              for a, s in zip(axes, loads, strict=True)]
+    common = ratios[0]
+    for r in ratios[1:]:
+        common = te.minimum(common, r) if policy == "not_larger" else te.maximum(common, r)
+    conds = [te.gt(common, te.const(0.0, "float32"))]
+    conds += [te.eq(te.cast("int64", te.unary("round", common * te.const(
+        float(in_shape[a]), "float32"))), te.const(out[a], "int64")) for a in axes]
+    pinned.require(ctx, te.all_of(conds), f"sizes must give the output {list(out)} under "
+                   f"keep_aspect_ratio_policy {policy}")
+    scales: list[Scale] = [np.float32(1.0)] * len(in_shape)
+    for a in axes:
+        scales[a] = common
     return scales
 
 
@@ -133,23 +166,31 @@ def _check_attrs(ctx: OpContext, dtype: str) -> tuple[str, str, str]:
 def _filtered(ctx: OpContext, x: te.Tensor, mode: str, transform: str, nearest: str,
               scales: list[Scale], out_shape: tuple[int, ...]) -> te.Tensor:
     """cubic, antialias or tf_crop_and_resize: resize_filter's separable passes (their tap
-    tables are computed at compile time: the scales must be constants)."""
-    if any(isinstance(v, te.Expr) for v in scales):
-        ctx.const(2, "scales")  # the error: a cubic or antialiased Resize needs constants
+    tables read scales and a region of interest given at run time)."""
     f = Filter(mode, transform, nearest, float(ctx.attr("cubic_coeff_a", -0.75)),
                bool(int(ctx.attr("exclude_outside", 0))),
                bool(int(ctx.attr("antialias", 0))) and mode != "nearest",
                float(ctx.attr("extrapolation_value", 0.0)))
     rank = len(x.shape)
-    rois: dict[int, tuple[float, float]] = {}
+    rois: dict[int, Roi] = {}
     if transform == "tf_crop_and_resize":
         axes = _axes(ctx, rank)
-        roi = np.asarray(ctx.const(1, "roi"), dtype=np.float64).reshape(-1)
-        if roi.size != 2 * len(axes):
-            raise ctx.error(f"roi has {roi.size} values for {len(axes)} axes")
-        rois = {a: (float(roi[i]), float(roi[len(axes) + i])) for i, a in enumerate(axes)}
-        rois = {a: r for a, r in rois.items() if r != (0.0, 1.0) or scales[a] != 1.0}
-    resized = [a for a in range(rank) if scales[a] != 1.0 or a in rois]
+        given = pinned.run_time(ctx, 1)
+        if given is not None:  # read when the kernel runs: every named axis is resized
+            loads = [te.cast("float32", v) for v in pinned.elements(given)]
+            if len(loads) != 2 * len(axes):
+                raise ctx.error(f"roi has {len(loads)} values for {len(axes)} axes")
+            rois = {a: (loads[i], loads[len(axes) + i]) for i, a in enumerate(axes)}
+        else:
+            roi = np.asarray(ctx.const(1, "roi"), dtype=np.float64).reshape(-1)
+            if roi.size != 2 * len(axes):
+                raise ctx.error(f"roi has {roi.size} values for {len(axes)} axes")
+            constant = {a: (float(roi[i]), float(roi[len(axes) + i]))
+                        for i, a in enumerate(axes)}
+            rois = {a: r for a, r in constant.items()
+                    if r != (0.0, 1.0) or isinstance(scales[a], te.Expr) or scales[a] != 1.0}
+    resized = [a for a in range(rank)
+               if isinstance(scales[a], te.Expr) or scales[a] != 1.0 or a in rois]
     for a in range(rank):
         if a not in resized and x.shape[a] != out_shape[a]:
             raise ctx.error(f"axis {a} changes size ({x.shape[a]} → {out_shape[a]}) with "

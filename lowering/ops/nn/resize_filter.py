@@ -11,6 +11,12 @@ resized axis, each a short weighted sum over its taps reading the pass before, s
 resize costs 4 + 4 terms per output instead of 16. tf_crop_and_resize marks positions whose
 coordinate falls outside [0, in - 1]; the last pass writes extrapolation_value wherever any
 axis is marked.
+
+A scale or region of interest given at run time is a float32 expression the table stages read:
+the tables are computed when the kernel runs in any case. Only the number of taps depends on
+the scale (under antialias); for a run-time scale it is counted for the least scale that still
+gives the output's length (the check in resize.py holds it there), and the taps past the
+filter's support weigh 0.
 """
 
 from __future__ import annotations
@@ -41,14 +47,30 @@ class Filter:
     extrapolation: float
 
 
-def crop_coordinate(out_pos: te.Expr, roi: tuple[float, float], out_len: int,
-                    in_len: int) -> te.Expr:
+# A region of interest along one axis: (start, end), constants or float32 loads.
+Roi = tuple[float, float] | tuple[te.Expr, te.Expr]
+Scale = float | te.Expr
+
+
+def crop_coordinate(out_pos: te.Expr, roi: Roi, out_len: int, in_len: int) -> te.Expr:
     """tf_crop_and_resize's input coordinate (float32, in the reference's operation order)."""
+    if isinstance(roi[0], te.Expr) or isinstance(roi[1], te.Expr):
+        lo, hi = (v if isinstance(v, te.Expr) else _f(v) for v in roi)
+        if out_len == 1:
+            return (hi - lo) * _f((in_len - 1) / 2) + lo * _f(in_len - 1)
+        return te.cast(F32, out_pos) * (hi - lo) * _f(in_len - 1) / _f(out_len - 1) + \
+            lo * _f(in_len - 1)
     start, end = (float(np.float32(v)) for v in roi)
     if out_len == 1:
         return _f((end - start) * (in_len - 1) / 2 + start * (in_len - 1))
     x = te.cast(F32, out_pos)
     return x * _f(end - start) * _f(in_len - 1) / _f(out_len - 1) + _f(start * (in_len - 1))
+
+
+def least_scale(out_len: int, in_len: int) -> float:
+    """The least float32 scale whose `int(scale * in_len)` is `out_len`, from a little below
+    (a run-time scale's tap count is counted for it)."""
+    return out_len / in_len * (1 - 2.0**-20)
 
 
 def _taps(f: Filter, scale: float) -> tuple[int, int]:
@@ -81,10 +103,13 @@ class AxisTaps:
     count: int
 
 
-def axis_taps(f: Filter, scale: float, out_len: int, in_len: int,
-              roi: tuple[float, float] | None) -> AxisTaps:
-    count, start = _taps(f, scale)
-    narrow = min(scale, 1.0) if f.antialias else 1.0
+def axis_taps(f: Filter, scale: Scale, out_len: int, in_len: int, roi: Roi | None) -> AxisTaps:
+    count, start = _taps(f, least_scale(out_len, in_len) if isinstance(scale, te.Expr)
+                         else scale)
+    narrow: te.Expr = _f(1.0)
+    if f.antialias:
+        narrow = te.minimum(scale, _f(1.0)) if isinstance(scale, te.Expr) else \
+            _f(min(scale, 1.0))
 
     def coord(i: te.Expr) -> te.Expr:
         if f.transform == "tf_crop_and_resize":
@@ -105,7 +130,7 @@ def axis_taps(f: Filter, scale: float, out_len: int, in_len: int,
             return _f(1.0)
         c = coord(i)
         ratio = c - te.unary("floor", c)
-        d = te.unary("abs", te.cast(F32, t + start) - ratio) * _f(narrow)
+        d = te.unary("abs", te.cast(F32, t + start) - ratio) * narrow
         w = _kernel(f, d)
         if f.exclude_outside:
             pos = first_t[i] + t
@@ -128,12 +153,12 @@ def axis_taps(f: Filter, scale: float, out_len: int, in_len: int,
     return AxisTaps(first_t, weights, outside, count)
 
 
-def filtered_resize(x: te.Tensor, f: Filter, scales: list[np.float32],
+def filtered_resize(x: te.Tensor, f: Filter, scales: list[np.float32 | te.Expr],
                     out_shape: tuple[int, ...], resized: list[int],
-                    rois: dict[int, tuple[float, float]]) -> te.Tensor:
+                    rois: dict[int, Roi]) -> te.Tensor:
     """x resampled along `resized` (one separable pass each) to `out_shape`."""
-    taps = {a: axis_taps(f, float(scales[a]), out_shape[a], x.shape[a], rois.get(a))
-            for a in resized}
+    taps = {a: axis_taps(f, scales[a] if isinstance(scales[a], te.Expr) else float(scales[a]),
+                         out_shape[a], x.shape[a], rois.get(a)) for a in resized}
     shape = list(x.shape)
     prev = x
     for k, a in enumerate(resized):
