@@ -65,8 +65,8 @@ def _run_time_begin(ctx: OpContext, x: te.Tensor, out: tuple[int, ...], mode: st
     if ctx.has_input(3):
         if pinned.run_time(ctx, 3) is None:
             ctx.const(3, "axes")
-        named = [[te.logical_or(te.eq(a, te.const(d, a.dtype)), te.eq(a, te.const(d - rank, a.dtype)))
-                  for d in range(rank)] for a in pinned.elements(ctx.input(3))]
+        named = [[pinned.axis_fits(a, d, rank) for d in range(rank)]
+                 for a in pinned.elements(ctx.input(3))]
     else:
         named = [[te.const(d == k, "bool") for d in range(rank)] for k in range(rank)]
     if len(pads) != 2 * len(named):

@@ -119,8 +119,7 @@ def _slice_at_run_time(ctx: OpContext, x: te.Tensor) -> te.Tensor:
     out = tuple(ctx.out_shapes[0])
     starts, ends, axes, steps = _parameters(ctx, rank)
     zero, one = te.const(0, "int64"), te.const(1, "int64")
-    named = [[te.logical_or(te.eq(a, te.const(d, "int64")), te.eq(a, te.const(d - rank, "int64")))
-              for d in range(rank)] for a in axes]
+    named = [[pinned.axis_fits(a, d, rank) for d in range(rank)] for a in axes]
     conds = [te.ne(s, zero) for s in steps]
     conds += [te.logical_and(te.ge(a, te.const(-rank, "int64")), te.lt(a, te.const(rank, "int64")))
               for a in axes]
