@@ -373,7 +373,7 @@ class _Compiler:
         ctx = self.context(node)
         cond = node.inputs[1]
         run_time_cond = ctx.inputs[1] if cond is not None and cond.const_value is None else None
-        ok = control_flow.trip_count_check(node, ctx.input(0), run_time_cond, trip)
+        ok = control_flow.trip_count_check(ctx.input(0), run_time_cond, trip)
         pinned.require(ctx, ok, f"the trip count must be {trip} (the scan outputs' length)" +
                        (", the condition true" if run_time_cond is not None and trip > 0 else ""))
         for check, what in ctx.checks or ():

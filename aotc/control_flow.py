@@ -70,10 +70,11 @@ def pinned_trip_count(node: ir.Node) -> int | None:
     return lengths.pop() if len(lengths) == 1 else None
 
 
-def trip_count_check(node: ir.Node, m: te.Tensor, cond: te.Tensor | None, trip: int) -> te.Expr:
-    """The run-time check of a pinned trip count `trip` (over the Loop's M and, where the body
-    passes its condition through unchanged, the initial condition): M is `trip`, and the
-    condition starts true, so that the loop runs exactly that many iterations."""
+def trip_count_check(m: te.Tensor, cond: te.Tensor | None, trip: int) -> te.Expr:
+    """The run-time check of a pinned trip count `trip` over the Loop's M and its initial
+    condition given at run time (a loop with scan outputs runs only where the body passes that
+    through unchanged): M is `trip`, and the condition starts true, so that the loop runs
+    exactly that many iterations."""
     ok = te.eq(te.cast("int64", m[(0,) * len(m.shape)]), te.const(trip, "int64"))
     if cond is not None and trip > 0:
         ok = te.logical_and(ok, te.cast("bool", cond[(0,) * len(cond.shape)]))

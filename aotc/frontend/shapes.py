@@ -219,20 +219,16 @@ def _shapes_from_readers(model: ir.Model) -> None:
 
 
 def _same_shape_operands(node: ir.Node, rank: int) -> list[ir.Value]:
-    """The inputs of `node` whose shape must be its output's (of `rank` axes)."""
-    if node.op_type in _SAME_SHAPE:
-        return [node.inputs[0]] if node.inputs[0] is not None else []
-    if node.op_type not in BINARY or len(node.inputs) != 2 or None in node.inputs:
-        return []
+    """The inputs of `node` whose shape must be its output's (of `rank` axes): an element-wise
+    operand that broadcasts against nothing, a scalar, or ones of the output's rank."""
     out = []
-    for x, other in (node.inputs, node.inputs[::-1]):
-        other_dims = irutil.static_dims(other.shape)  # type: ignore[union-attr]
-        # broadcast with a scalar keeps the shape; with ones of the output's rank, a value of
-        # that rank too
-        if other_dims == () or (other_dims is not None and len(other_dims) == rank and
-                                all(d == 1 for d in other_dims)):
+    for x, other in _elementwise_operands(node):
+        other_dims = None if other is None else irutil.static_dims(other.shape)
+        if other is None or other_dims == () or (
+                other_dims is not None and len(other_dims) == rank and
+                all(d == 1 for d in other_dims)):
             out.append(x)
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _loop_carried_shapes(model: ir.Model) -> None:

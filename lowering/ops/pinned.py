@@ -73,10 +73,14 @@ def values(ctx: OpContext, i: int, expected: Sequence[int], what: str) -> np.nda
     loads = elements(t)
     if len(loads) != len(expected):
         raise ambiguous(ctx, i, what, f"{len(expected)} values, it holds {len(loads)}")
-    require(ctx, te.all_of([te.eq(v, te.const(int(e), v.dtype)) for v, e in
-                            zip(loads, expected, strict=True)]),
-            f"{what} must be {list(map(int, expected))}")
+    require(ctx, equal_to(loads, expected), f"{what} must be {list(map(int, expected))}")
     return np.asarray(expected, dtype=np.int64).reshape(t.shape)
+
+
+def equal_to(loads: Sequence[te.Expr], expected: Sequence[int]) -> te.Expr:
+    """Whether the loaded values are `expected`, one by one."""
+    return te.all_of([te.eq(v, te.const(int(e), v.dtype))
+                      for v, e in zip(loads, expected, strict=True)])
 
 
 def named_axes(ctx: OpContext, i: int, rank: int) -> list[te.Expr]:

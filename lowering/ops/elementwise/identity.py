@@ -21,16 +21,20 @@ def identity(ctx: OpContext) -> list[te.Tensor | Alias]:
 
 @register_op("Dropout")
 def dropout(ctx: OpContext) -> list[te.Tensor | Alias]:
-    training = pinned.run_time(ctx, 2, elementwise=False)
-    if training is not None and training.size == 1:
-        _check_inference_at_run_time(ctx, training)
-    elif ctx.has_input(2) and bool(np.asarray(ctx.const(2, "Dropout training_mode")).any()):
-        ratio = pinned.run_time(ctx, 1)
-        if ratio is not None and ratio.size == 1:
-            pinned.require(ctx, te.eq(pinned.elements(ratio)[0], te.const(0, ratio.dtype)),
-                           "ratio must be 0 in training mode (random masks are not compiled)")
-        else:
-            _no_training(ctx)
+    training = _training(ctx)
+    if training is not False:
+        zero_ratio = _ratio_is_zero(ctx)
+        if zero_ratio is False and training is True:
+            ratio = ctx.optional_const(1)
+            r = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
+            raise ctx.error(f"Dropout in training mode (ratio {r}) is not supported",
+                            hint="export the model for inference (training_mode=False)")
+        if zero_ratio is not True:  # one of them is known only at run time: checked then
+            off = te.const(training is False, "bool") if isinstance(training, bool) else \
+                te.unary("not", training)
+            pinned.require(ctx, te.logical_or(off, te.const(zero_ratio, "bool") if isinstance(
+                zero_ratio, bool) else zero_ratio), "training_mode must be false, or ratio 0 "
+                "(random masks are training, which is not compiled)")
     results: list[te.Tensor | Alias] = [Alias(0)]
     if len(ctx.out_shapes) > 1:
         results.append(te.compute(ctx.out_shapes[1], lambda *i: te.Const(True, "bool"),
@@ -38,27 +42,19 @@ def dropout(ctx: OpContext) -> list[te.Tensor | Alias]:
     return results
 
 
-def _no_training(ctx: OpContext) -> None:
-    """A constant training mode: only ratio 0 (the identity) is compiled."""
+def _training(ctx: OpContext) -> bool | te.Expr:
+    """training_mode: a constant, or a bool loaded at run time (a check can then stop it)."""
+    given = pinned.run_time(ctx, 2, elementwise=False)
+    if given is not None and given.size == 1:
+        return te.cast("bool", pinned.elements(given)[0])
+    return ctx.has_input(2) and bool(np.asarray(ctx.const(2, "Dropout training_mode")).any())
+
+
+def _ratio_is_zero(ctx: OpContext) -> bool | te.Expr:
+    """Whether the ratio is 0 (the default is 0.5): a constant answer, or one at run time."""
+    given = pinned.run_time(ctx, 1)
+    if given is not None and given.size == 1:
+        r = pinned.elements(given)[0]
+        return te.eq(r, te.const(0, r.dtype))
     ratio = ctx.optional_const(1)
-    r = 0.5 if ratio is None else float(np.asarray(ratio).reshape(-1)[0])
-    if r != 0.0:
-        raise ctx.error(f"Dropout in training mode (ratio {r}) is not supported",
-                        hint="export the model for inference (training_mode=False)")
-
-
-def _check_inference_at_run_time(ctx: OpContext, training: te.Tensor) -> None:
-    """training_mode given at run time: off, or with ratio 0, else the run stops."""
-    off = te.unary("not", te.cast("bool", pinned.elements(training)[0]))
-    ratio_given = pinned.run_time(ctx, 1)
-    if ratio_given is not None and ratio_given.size == 1:
-        r = pinned.elements(ratio_given)[0]
-        off = te.logical_or(off, te.eq(r, te.const(0, r.dtype)))
-    elif ctx.has_input(1) and ctx.consts[1] is None:
-        raise ctx.error("Dropout ratio must be a constant (known at compile time)")
-    else:
-        ratio = ctx.optional_const(1)
-        if ratio is not None and float(np.asarray(ratio).reshape(-1)[0]) == 0.0:
-            return
-    pinned.require(ctx, off, "training_mode must be false, or ratio 0 (random masks are "
-                   "training, which is not compiled)")
+    return ratio is not None and float(np.asarray(ratio).reshape(-1)[0]) == 0.0

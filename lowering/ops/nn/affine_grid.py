@@ -69,8 +69,7 @@ def _pinned_size(ctx: OpContext) -> list[int]:
     loads = pinned.elements(ctx.input(1))
     if len(loads) != len(out) or len(out) not in (4, 5):
         raise pinned.ambiguous(ctx, 1, "size", f"{len(out)} values, it holds {len(loads)}")
-    want = [out[0], None, *out[1:-1]]
-    pinned.require(ctx, te.all_of([te.eq(v, te.const(w, v.dtype)) for v, w in
-                                   zip(loads, want, strict=True) if w is not None]),
-                   f"size must be {[out[0], 'C', *out[1:-1]]}")
-    return [int(w) if w is not None else 1 for w in want]
+    spatial = list(out[1:-1])
+    pinned.require(ctx, pinned.equal_to([loads[0], *loads[2:]], [out[0], *spatial]),
+                   f"size must be {[out[0], 'C', *spatial]}")
+    return [out[0], 1, *spatial]

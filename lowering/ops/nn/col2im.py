@@ -44,8 +44,7 @@ def col2im(ctx: OpContext) -> list[te.Tensor]:
         raise pinned.ambiguous(ctx, 2, "block_shape", " or ".join(map(str, map(list, blocks)))
                                if blocks else "no block")
     loads = pinned.elements(ctx.input(2))
-    fits = [te.all_of([te.eq(v, te.const(b, v.dtype)) for v, b in zip(loads, block, strict=True)])
-            for block in blocks]
+    fits = [pinned.equal_to(loads, block) for block in blocks]
     pinned.require(ctx, te.any_of(fits), "block_shape must be " +
                    " or ".join(str(list(b)) for b in blocks))
     return [pinned.by_meaning(fits, [_col2im(ctx, x, image, b) for b in blocks], "col2im")]

@@ -73,9 +73,10 @@ def resize_scales(ctx: OpContext, in_shape: tuple[int, ...]) -> list[Scale]:
     policy = str_attr(ctx, "keep_aspect_ratio_policy", "stretch")
     if policy not in POLICIES:
         raise ctx.error(f"keep_aspect_ratio_policy '{policy}' is not one of {POLICIES}")
-    if policy != "stretch" and pinned.run_time(ctx, 3) is not None:
-        return _run_time_policy_scales(ctx, pinned.run_time(ctx, 3), in_shape, axes, policy)
-    if policy == "stretch" and pinned.run_time(ctx, 3) is not None:
+    sizes_at_run_time = pinned.run_time(ctx, 3)
+    if policy != "stretch" and sizes_at_run_time is not None:
+        return _run_time_policy_scales(ctx, sizes_at_run_time, in_shape, axes, policy)
+    if sizes_at_run_time is not None:
         # stretched, the sizes are the output's: pinned, checked at run time (pinned.py)
         out = ctx.out_shapes[0]
         sizes = pinned.values(ctx, 3, [out[a] for a in axes], "sizes").reshape(-1)

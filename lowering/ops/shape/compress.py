@@ -30,14 +30,14 @@ def compress(ctx: OpContext) -> list[te.Tensor]:
     else:
         src, axis = x, axis_of(ctx, int(axis_attr), len(x.shape))
     n = src.shape[axis]
-    cond_size = given.size if given is not None else ctx.const(1, "condition").size
-    if cond_size > n:
-        raise ctx.error(f"condition has {cond_size} values for an axis of {n}")
     if given is None:
         cond = np.asarray(ctx.const(1, "condition")).reshape(-1).astype(bool)
-        kept = len(np.flatnonzero(cond))
-    else:
+        cond_size, kept = cond.size, int(np.count_nonzero(cond))
+    else:  # the declared count (a shape of another rank fails the comparison below)
+        cond_size = given.size
         kept = ctx.out_shapes[0][axis] if len(ctx.out_shapes[0]) == len(src.shape) else -1
+    if cond_size > n:
+        raise ctx.error(f"condition has {cond_size} values for an axis of {n}")
     shape = list(src.shape)
     shape[axis] = kept
     if tuple(shape) != tuple(ctx.out_shapes[0]):
