@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from aotc import control_flow
 from aotc.errors import AotcError, CompilerBug, UnsupportedOperators
+from aotc.frontend.computed_lengths import computed_axis
 from aotc.frontend.dynamic import DynamicShapes
 from aotc.fused import function_of, lower_fused
 from aotc.package.memory_plan import PlanBuffer, loop_lifetimes, plan_memory
@@ -194,6 +195,8 @@ class _Compiler:
         self.arena_sizes: dict[object, int] = {}
         self.scratch_count = 0
         self.stats = CompileStats()
+        # outputs whose length the run computes -> the int64 value it is stored in
+        self.length_slots: dict[ir.Value, ir.Value] = {}
 
     # locations --------------------------------------------------------------------------
     def _weight(self, v: ir.Value) -> _Loc:
@@ -271,6 +274,8 @@ class _Compiler:
             out_shapes=[self.shape_of(o, node.name) for o in node.outputs],
             out_dtypes=[value_dtype(o, self.file, node.name) for o in node.outputs],
             file=self.file, checks=checks,
+            computed_axes=[computed_axis(o) for o in node.outputs] if checks is not None
+            else [],
         )
 
     def lower_node(self, node: ir.Node) -> tuple[OpContext, list[te.Tensor | Alias]]:
@@ -329,6 +334,12 @@ class _Compiler:
                 lowered.empty.append(out)
             else:
                 lowered.produced.append((out, res))
+        for index, length in ctx.lengths.items():  # computed by the same kernel
+            out = node.outputs[index]
+            slot = ir.Value(name=f"{out.name}__length", shape=ir.Shape([]),
+                            type=ir.TensorType(ir.DataType.INT64))
+            self.length_slots[out] = slot
+            lowered.produced.append((slot, length))
         if lowered.produced:
             lowered.in_values, lowered.space = self._space(
                 node, ctx, [t for _, t in lowered.produced])
@@ -597,6 +608,12 @@ def compile_model(
         raise UnsupportedOperators(file, bad)
     c = _Compiler(model, target, name, file, dynamic)
     io_axes = _io_axes(graph, c.dyn_axes, file)
+    computed = [v for v in graph.outputs if computed_axis(v) is not None]
+    if computed and c.dims:
+        raise AotcError(f"output '{computed[0].name}' has a length that depends on the input "
+                        "data, in a model with a run-time dimension: aotc compiles the two "
+                        "apart only for now", file=file,
+                        hint="compile with a fixed length (--input-shape name=d0,d1,...)")
     times: dict[str, float] = {}
     c.tuner = tuner or Tuner()
     t0 = time.perf_counter()
@@ -673,6 +690,9 @@ def compile_model(
                     if a.loop >= 0:
                         moving.setdefault(key, set()).add(a.loop)
     spans = loop_lifetimes(uses, control_flow.loop_ranges(c.steps), moving)
+    length_keys = {v: c.loc[slot].key for v, slot in c.length_slots.items()}
+    for key in length_keys.values():  # read by the caller after the run
+        spans[key] = (spans[key][0], max(len(c.steps) - 1, spans[key][1]))
     plan = plan_memory([PlanBuffer(k, c.arena_sizes[k], *spans[k]) for k in spans])
 
     def offset_of(key: object, storage: str) -> int:
@@ -694,7 +714,9 @@ def compile_model(
                            io_axes.get(v.name or "", ()))
                 for i, v in enumerate(inputs)],
         outputs=[TensorInfo(v.name or f"output{i}", value_dtype(v, file), value_shape(v, file),
-                            io_axes.get(v.name or "", ()))
+                            io_axes.get(v.name or "", ()),
+                            *((computed_axis(v), plan.offsets[length_keys[v]])
+                              if v in length_keys else ()))
                  for i, v in enumerate(graph.outputs)],
         steps=steps,
         arena_size=plan.arena_size,

@@ -94,6 +94,12 @@ typedef struct aotc_model_desc {
     const int64_t *dims_max;
     const int32_t *input_dim_axes;
     const int32_t *output_dim_axes;
+    /* Outputs whose length the input data decides (NonZero, Unique, Compress by a run-time
+     * condition; NULL when none has one): output_computed_axes[i] (-1: none) is the axis whose
+     * length the run computes; the shape above holds its bound, for which the caller's buffer is
+     * sized. The run writes the output dense at its length, a prefix of the buffer, and
+     * NAME_output_shape / NAME_context_output_shape give that shape after a run. */
+    const int32_t *output_computed_axes;
 } aotc_model_desc;
 
 /* Options of a GPU bundle's context (NAME_create_with_options): zero-initialise, then set what

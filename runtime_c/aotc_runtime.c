@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -186,6 +187,27 @@ int aotc_model_run_dims(const aotc_model *m, const unsigned char *weights, const
                         weights, inputs, outputs, run_dims);
 }
 
+int aotc_model_output_shape(const aotc_model *m, const void *workspace, int32_t output,
+                            int64_t *shape) {
+    const aotc_tensor_desc *t;
+    int32_t k;
+    if (m == NULL || shape == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    if (output < 0 || output >= m->desc->num_outputs) return AOTC_ERR_BAD_ARGUMENT;
+    t = &m->desc->outputs[output];
+    for (k = 0; k < t->rank; ++k) shape[k] = t->shape[k];
+    if (m->output_length_offsets != NULL && m->output_length_offsets[output] >= 0) {
+        int32_t axis = m->desc->output_computed_axes[output];
+        int64_t length;
+        if (workspace == NULL) return AOTC_ERR_NULL_ARGUMENT;
+        if (axis < 0 || axis >= t->rank) return AOTC_ERR_INTERNAL;
+        memcpy(&length, (const unsigned char *)workspace + m->output_length_offsets[output],
+               sizeof length);
+        if (length < 0 || length > t->shape[axis]) return AOTC_ERR_INTERNAL;
+        shape[axis] = length;
+    }
+    return AOTC_OK;
+}
+
 static int parse_threads(const char *text, int *out) {
     char *end = NULL;
     long v;
@@ -292,6 +314,11 @@ int aotc_context_num_threads(const aotc_context *c) { return c == NULL ? 0 : c->
 
 void aotc_context_set_outside(aotc_context *c, aotc_outside_for_fn fn, void *user) {
     if (c != NULL) aotc_pool_set_outside(c->pool, fn, user);
+}
+
+int aotc_context_output_shape(const aotc_context *c, int32_t output, int64_t *shape) {
+    if (c == NULL) return AOTC_ERR_NULL_ARGUMENT;
+    return aotc_model_output_shape(c->model, c->workspace, output, shape);
 }
 
 void *aotc_context_workspace(const aotc_context *c) { return c == NULL ? NULL : c->workspace; }

@@ -87,6 +87,9 @@ typedef struct aotc_model {
     /* NULL when the running CPU has every feature the kernels need, else the first it lacks */
     const char *(*cpu_missing)(void);
     int32_t default_num_threads; /* compile-time default; 0 = all online cores */
+    /* per output, the workspace byte offset of the int64 its run stores its computed length in
+     * (desc->output_computed_axes; -1: none); NULL when no output has one */
+    const int64_t *output_length_offsets;
 } aotc_model;
 
 const char *aotc_status_message(int status) AOTC_INTERNAL;
@@ -139,6 +142,12 @@ int aotc_model_run(const aotc_model *model, const unsigned char *weights,
 int aotc_model_run_dims(const aotc_model *model, const unsigned char *weights, const int64_t *dims,
                         const void *const *inputs, void *const *outputs, void *workspace) AOTC_INTERNAL;
 
+/* The shape (desc->outputs[output].rank entries) of output `output` after a run in `workspace`:
+ * its descriptor's, with the length the run computed on its computed axis. AOTC_ERR_INTERNAL when
+ * the workspace holds no length within the bound (no run has completed in it). */
+int aotc_model_output_shape(const aotc_model *model, const void *workspace, int32_t output,
+                            int64_t *shape) AOTC_INTERNAL;
+
 /* requested > 0: that; else $AOTC_NUM_THREADS, else compile_default, else online cores. */
 int aotc_resolve_num_threads(int requested, int compile_default, int *out_num_threads) AOTC_INTERNAL;
 
@@ -150,6 +159,8 @@ int aotc_context_run(aotc_context *ctx, const void *const *inputs, void *const *
 /* aotc_context_run at the run-time dimensions `dims` (aotc_check_dims). */
 int aotc_context_run_dims(aotc_context *ctx, const int64_t *dims, const void *const *inputs,
                           void *const *outputs) AOTC_INTERNAL;
+/* aotc_model_output_shape after the context's last run. */
+int aotc_context_output_shape(const aotc_context *ctx, int32_t output, int64_t *shape) AOTC_INTERNAL;
 void aotc_context_destroy(aotc_context *ctx) AOTC_INTERNAL;
 int aotc_context_num_threads(const aotc_context *ctx) AOTC_INTERNAL;
 /* aotc_pool_set_outside for the context's pool (between runs). */

@@ -19,7 +19,16 @@ from kernel_harness import link_serial
 from onnx import helper, numpy_helper
 
 from aotc.compiler import compile_model
-from aotc.package.program import DTYPES, Branch, BufferRef, Check, Item, Program, Step
+from aotc.package.program import (
+    DTYPES,
+    Branch,
+    BufferRef,
+    Check,
+    Item,
+    Program,
+    Step,
+    TensorInfo,
+)
 from targets.cpu.target import host_target
 
 
@@ -157,11 +166,26 @@ def run_program(program: Program, inputs: list[np.ndarray], length: int | None =
         status = fn(None, ptrs, dims)
         if status:
             raise RunFailed(status)
+    if any(o.computed_axis >= 0 for o in program.outputs):
+        return [_at_computed_length(o, info, keep[1]) for o, info in
+                zip(outs, program.outputs, strict=True)]
     if not program.dims:
         return outs
     n = program.dims[0].hi if length is None else length
     return [o.reshape(-1)[:math.prod(info.at_length(n))].reshape(info.at_length(n))
             for o, info in zip(outs, program.outputs, strict=True)]
+
+
+def _at_computed_length(out: np.ndarray, info: TensorInfo, arena: np.ndarray) -> np.ndarray:
+    """An output whose length the run computed: the dense prefix at that length, read from
+    the arena's length slot as the C runtime's NAME_output_shape reads it."""
+    if info.computed_axis < 0:
+        return out
+    base = (-arena.ctypes.data) % 64 + info.length_offset
+    n = int(arena[base:base + 8].view(np.int64)[0])
+    assert 0 <= n <= info.shape[info.computed_axis], (info.name, n)
+    shape = info.with_computed_length(n)
+    return out.reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
 def ort_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:

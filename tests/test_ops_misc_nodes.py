@@ -345,10 +345,17 @@ def test_compress_constant_condition(shape, axis, cond, dtype) -> None:
     check(model, feeds, 0)
 
 
-def test_compress_runtime_condition_is_refused() -> None:
-    x = RNG.standard_normal((3, 2)).astype(np.float32)
-    model, _ = node_model("Compress", [x, np.array([True, False, True])], axis=0)
-    with pytest.raises(AotcError, match="depends on the input data"):
+def test_compress_runtime_condition_read_by_a_node_is_refused() -> None:
+    """A run-time condition decides the output's length: compiled as a graph output only
+    (tests/test_computed_lengths.py), a node reading it is named."""
+    x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 2])
+    c = onnx.helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [3])
+    y = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 2])
+    graph = onnx.helper.make_graph([
+        onnx.helper.make_node("Compress", ["x", "c"], ["kept"], axis=0, name="keep"),
+        onnx.helper.make_node("Relu", ["kept"], ["y"], name="relu")], "g", [x, c], [y])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 21)])
+    with pytest.raises(AotcError, match="'relu' \\(Relu\\) reads 'kept', whose length depends"):
         compile_onnx(model)
 
 

@@ -12,6 +12,7 @@ import onnx_ir.passes.common as common_passes
 from aotc.errors import AotcError
 from aotc.frontend import shapes
 from aotc.frontend.bind import bind_input_shapes
+from aotc.frontend.computed_lengths import bound_computed_outputs
 from aotc.frontend.declarations import (
     check_declared_sizes,
     check_element_types,
@@ -124,4 +125,5 @@ def make_static(model: ir.Model, require_static: bool = True) -> None:
     common_passes.RemoveUnusedNodesPass()(model)
     common_passes.TopologicalSortPass()(model)
     if require_static:
+        bound_computed_outputs(model)
         shapes.check_static(model)

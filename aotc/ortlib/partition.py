@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import onnx_ir as ir
 
 from aotc.compiler import DTYPE_NAMES, unsupported_nodes
+from aotc.frontend.computed_lengths import computed_axis
 from aotc.frontend.irutil import static_dims
 
 
@@ -74,6 +75,8 @@ def why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function
                     "several to a byte (aotc keeps one a byte)")
         if not static(v):
             return f"value '{v.name}' has a shape known only at run time ({v.shape})"
+        if computed_axis(v) is not None:
+            return f"value '{v.name}' has a length that depends on the input data"
     if any(a.type == ir.AttributeType.GRAPH or a.type == ir.AttributeType.GRAPHS
            for a in node.attributes.values()):
         return "it holds subgraphs"

@@ -23,6 +23,8 @@ def _tensor_json(t: TensorInfo) -> dict[str, object]:
                               "bytes": t.nbytes}
     if t.dyn_axes:  # the axes that follow the run-time dimension (shape: at its maximum)
         out["dim_axes"] = list(t.dyn_axes)
+    if t.computed_axis >= 0:  # the axis whose length the data decides (shape: its bound)
+        out["computed_axis"] = t.computed_axis
     return out
 
 

@@ -73,6 +73,40 @@ def _dims_comment(program: Program) -> list[str]:
     return lines
 
 
+def _computed_comment(program: Program) -> list[str]:
+    """Outputs whose length the input data decides (sized above for their bound)."""
+    computed = [(i, t) for i, t in enumerate(program.outputs) if t.computed_axis >= 0]
+    if not computed:
+        return []
+    n = program.name
+    lines = [" *", " * Lengths the input data decides (the sizes above are at their bound):"]
+    lines += [f" *   output {i} axis {t.computed_axis}: at most {t.shape[t.computed_axis]}"
+              for i, t in computed]
+    lines += [" * The run writes such an output dense at its length (a prefix of its buffer); "
+              f"{n}_output_shape", f" * and {n}_context_output_shape give its shape after "
+              "the run."]
+    return lines
+
+
+def _computed_api(program: Program) -> list[str]:
+    if not any(t.computed_axis >= 0 for t in program.outputs):
+        return []
+    n, up = program.name, program.name.upper()
+    return [
+        f"#define {up}_COMPUTED_LENGTHS 1 /* some output's length is the data's: see above */",
+        "",
+        "/* After a run that returned AOTC_OK: the shape of output `output` (rank entries), with the",
+        " * length the run computed; the output's dense data is the prefix of its buffer. "
+        f"{n}_output_shape",
+        f" * reads the workspace {n}_run / {n}_run_with_weights ran in. AOTC_ERR_BAD_ARGUMENT: "
+        "no such",
+        " * output; AOTC_ERR_INTERNAL: no completed run in that workspace. */",
+        f"int {n}_output_shape(const void *workspace, int32_t output, int64_t *shape);",
+        f"int {n}_context_output_shape(const {n}_context *ctx, int32_t output, int64_t *shape);",
+        "",
+    ]
+
+
 def _checks_comment(program: Program) -> list[str]:
     """The parameters given as inputs that the kernels were compiled for (pinned by the
     model's declared shapes): a run whose inputs hold another value stops with an error."""
@@ -115,6 +149,7 @@ def _open(program: Program, target: list[str], contract: list[str]) -> list[str]
         " *",
         *_io_comment(program),
         *_dims_comment(program),
+        *_computed_comment(program),
         *_checks_comment(program),
         " *",
         *contract,
@@ -322,6 +357,7 @@ def render_header(program: Program) -> str:
         f"int {n}_run_context({n}_context *ctx, const void *const *inputs, void *const *outputs);",
         "",
         *_dims_api(program),
+        *_computed_api(program),
         "/* Stops ctx's threads and frees everything it owns; NULL is a no-op. */",
         f"void {n}_destroy({n}_context *ctx);",
         "",

@@ -72,6 +72,32 @@ def _tables(program: Program) -> tuple[list[str], str, str, int]:
     return lines, f"{n}_steps", f"{n}_refs", len(rows)
 
 
+def _computed_tables(program: Program) -> tuple[list[str], str, str]:
+    """Outputs whose length the data decides: their axes (the descriptor's last field) and
+    the workspace offsets of their lengths (the model's); NULL each when none has one."""
+    outs = program.outputs
+    if not any(t.computed_axis >= 0 for t in outs):
+        return [], "NULL", "NULL"
+    n = program.name
+    axes = ", ".join(str(t.computed_axis) for t in outs)
+    offsets = ", ".join(str(t.length_offset) for t in outs)
+    return [f"static const int32_t {n}_output_computed_axes[] = {{{axes}}};",
+            f"static const int64_t {n}_output_length_offsets[] = {{{offsets}}};"], \
+        f"{n}_output_computed_axes", f"{n}_output_length_offsets"
+
+
+def _computed_api(n: str) -> str:
+    return f"""
+int {n}_output_shape(const void *workspace, int32_t output, int64_t *shape) {{
+    return aotc_model_output_shape(&{n}_program, workspace, output, shape);
+}}
+
+int {n}_context_output_shape(const {n}_context *ctx, int32_t output, int64_t *shape) {{
+    return aotc_context_output_shape((const aotc_context *)(const void *)ctx, output, shape);
+}}
+"""
+
+
 def _dims_table(program: Program) -> tuple[list[str], str]:
     """A model with run-time dimensions: their ranges and the inputs'/outputs' axes that follow
     them, as the descriptor's trailing fields (zeros for a static model)."""
@@ -200,15 +226,17 @@ def descriptor(program: Program, target: str, target_symbol: str | None = None) 
     in_lines, in_expr = _tensor_table(n, "input", program.inputs)
     out_lines, out_expr = _tensor_table(n, "output", program.outputs)
     dims_lines, dims_fields = _dims_table(program)
+    computed_lines, axes_expr, _ = _computed_tables(program)
     return [
         *in_lines,
         *out_lines,
         *dims_lines,
+        *computed_lines,
         "",
         f"static const aotc_model_desc {n}_desc = {{",
         f"    {c_string(n)}, {len(program.inputs)}, {in_expr}, {len(program.outputs)}, {out_expr},",
         f"    {program.arena_size}u, {WORKSPACE_ALIGN}u, {target_symbol or c_string(target)}"
-        f"{dims_fields}",
+        f"{dims_fields}, {axes_expr}",
         "};",
     ]
 
@@ -239,10 +267,12 @@ def render_source(program: Program) -> str:
         "",
         f"static const aotc_model {n}_program = {{",
         f"    &{n}_desc, {steps_expr}, {num_steps}, {refs_expr},",
-        f"    {n.upper()}_WEIGHTS_SIZE, {n}_cpu_missing, {program.num_threads}",
+        f"    {n.upper()}_WEIGHTS_SIZE, {n}_cpu_missing, {program.num_threads}, "
+        f"{_computed_tables(program)[2]}",
         "};",
         "",
         _api(n),
         *([_dims_api(n)] if program.dims else []),
+        *([_computed_api(n)] if _computed_tables(program)[0] else []),
     ]
     return "\n".join(lines)

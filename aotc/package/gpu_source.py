@@ -102,7 +102,7 @@ def _tables(program: Program) -> list[str]:
         f"static const aotc_gpu_step {n}_steps[] = {{", *steps, "};",
         "",
         f"static const aotc_model {n}_model = {{&{n}_desc, NULL, 0, NULL, "
-        f"{n.upper()}_WEIGHTS_SIZE, NULL, 0}};",
+        f"{n.upper()}_WEIGHTS_SIZE, NULL, 0, NULL}};",
         "",
         f"static const aotc_gpu_model {n}_program = {{",
         f"    &{n}_model, {n}_functions, {len(functions)}, {n}_launches, {n}_steps, "

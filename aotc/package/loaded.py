@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ class ModelDesc(ctypes.Structure):
         ("dims_max", ctypes.POINTER(ctypes.c_int64)),
         ("input_dim_axes", ctypes.POINTER(ctypes.c_int32)),
         ("output_dim_axes", ctypes.POINTER(ctypes.c_int32)),
+        ("output_computed_axes", ctypes.POINTER(ctypes.c_int32)),
     ]
 
 
@@ -123,6 +125,18 @@ class LoadedBundle:
             self._run_context_dims.argtypes = [ctypes.c_void_p, ctypes.c_void_p,
                                                ctypes.c_void_p, ctypes.c_void_p]
             self._run_context_dims.restype = ctypes.c_int
+        # outputs whose length the run computes: their shape comes from NAME_output_shape
+        self.computed = bool(desc.output_computed_axes)
+        self._output_shape = self._context_output_shape = None
+        if self.computed:
+            self.outputs = [replace(t, computed_axis=int(desc.output_computed_axes[i]))
+                            for i, t in enumerate(self.outputs)]
+            shape_argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.POINTER(ctypes.c_int64)]
+            self._output_shape = lib[f"{n}_output_shape"]
+            self._context_output_shape = lib[f"{n}_context_output_shape"]
+            for fn in (self._output_shape, self._context_output_shape):
+                fn.argtypes = shape_argtypes
+                fn.restype = ctypes.c_int
         self.workspace_size = int(desc.workspace_size)
         self.workspace_align = int(desc.workspace_align)
 
@@ -173,7 +187,7 @@ class LoadedBundle:
         ins, outs = self._prepare(inputs)
         status = self._run_context(self._ctx, _pointer_array(ins), _pointer_array(outs))
         self._check(f"{self.name}_run_context", status)
-        return outs
+        return self._at_computed_lengths(outs, self._context_output_shape, self._ctx)
 
     def run_at(self, inputs: list[np.ndarray], length: int) -> list[np.ndarray]:
         """Runs a model with a run-time dimension at `length` (NAME_run_context_dims) with this
@@ -198,7 +212,25 @@ class LoadedBundle:
         workspace = aligned_empty((max(1, self.workspace_size),), np.uint8, self.workspace_align)
         status = self._run(_pointer_array(ins), _pointer_array(outs), workspace.ctypes.data)
         self._check(f"{self.name}_run", status)
-        return outs
+        return self._at_computed_lengths(outs, self._output_shape, workspace.ctypes.data)
+
+    def _at_computed_lengths(self, outs: list[np.ndarray], output_shape: object,
+                             where: object) -> list[np.ndarray]:
+        """The outputs at the shapes the run reports (`output_shape`: NAME_output_shape or
+        NAME_context_output_shape, given `where` the run ran): an output whose length the
+        run computed is the dense prefix of its buffer."""
+        if not self.computed:
+            return outs
+        got = []
+        for i, (o, t) in enumerate(zip(outs, self.outputs, strict=True)):
+            if t.computed_axis < 0:
+                got.append(o)
+                continue
+            shape = (ctypes.c_int64 * max(1, len(t.shape)))()
+            self._check(f"{self.name}_output_shape", output_shape(where, i, shape))  # type: ignore[operator]
+            dims = tuple(int(shape[k]) for k in range(len(t.shape)))
+            got.append(o.reshape(-1)[:math.prod(dims)].reshape(dims))
+        return got
 
     def destroy(self) -> None:
         if self._ctx:

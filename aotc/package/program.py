@@ -66,10 +66,19 @@ class TensorInfo:
     dtype: str  # a key of DTYPES
     shape: tuple[int, ...]  # at the bound where an axis follows the run-time dimension
     dyn_axes: tuple[int, ...] = ()  # the axes that follow it (the first longer than 1)
+    # an output whose length the data decides (aotc/frontend/computed_lengths.py): the axis
+    # (-1: none; `shape` holds its bound) and the arena offset of the int64 the run stores
+    # the length in; the output is dense at that length, a prefix of its buffer
+    computed_axis: int = -1
+    length_offset: int = -1
 
     def at_length(self, n: int) -> tuple[int, ...]:
         """The shape when the run-time dimension is n."""
         return tuple(n if i in self.dyn_axes else d for i, d in enumerate(self.shape))
+
+    def with_computed_length(self, n: int) -> tuple[int, ...]:
+        """The shape when the run computed the length n (the shape itself without one)."""
+        return tuple(n if i == self.computed_axis else d for i, d in enumerate(self.shape))
 
     @property
     def nbytes(self) -> int:

@@ -40,6 +40,10 @@ def check_program(program: Program) -> None:
                 raise ValueError(f"{kind} '{t.name}': unsupported dtype '{t.dtype}'")
             if any((not isinstance(d, int)) or d < 0 for d in t.shape):
                 raise ValueError(f"{kind} '{t.name}': shape {t.shape} is not static")
+            if t.computed_axis >= 0 and (kind == "input" or t.computed_axis >= len(t.shape) or
+                                         not 0 <= t.length_offset <= program.arena_size - 8):
+                raise ValueError(f"{kind} '{t.name}': computed length on axis "
+                                 f"{t.computed_axis} at arena offset {t.length_offset}")
     if program.arena_size < 0 or program.arena_size % 64:
         raise ValueError(f"arena size {program.arena_size} is not a multiple of 64")
     if program.num_threads < 0:

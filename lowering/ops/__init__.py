@@ -43,6 +43,11 @@ class OpContext:
     # scalar that must be true and what it checks; None where the caller cannot run checks
     # (a fused region's body, a GPU target), so such parameters must be constants there
     checks: list[tuple[te.Tensor, str]] | None = None
+    # outputs whose length the data decides (aotc/frontend/computed_lengths.py): per output,
+    # the axis whose length the run computes (None: the shape is exact); the definition puts
+    # each such length, an int64 scalar, in `lengths` (lowering/ops/run_length.py)
+    computed_axes: list[int | None] = field(default_factory=list)
+    lengths: dict[int, te.Tensor] = field(default_factory=dict)
 
     def attr(self, name: str, default: Any = None) -> Any:
         return self.attrs.get(name, default)

@@ -88,3 +88,12 @@ def data_index(raw: te.Expr, n: int) -> te.Expr:
     so such an index reads (or writes) the nearest edge instead."""
     i = te.cast("int64", raw)
     return clamp_index(te.select(te.lt(i, 0), i + n, i), n)
+
+
+def unflatten(i: te.Expr, shape: tuple[int, ...]) -> tuple[te.Expr, ...]:
+    """The row-major index into `shape` of flat position `i`."""
+    out: list[te.Expr] = []
+    for d in reversed(shape):
+        out.insert(0, i % d)
+        i = i // d
+    return tuple(out)
