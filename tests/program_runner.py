@@ -8,6 +8,7 @@ Bundle-level tests (make, run_model, sanitizers) live in test_bundle*.py / test_
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import tempfile
 from pathlib import Path
@@ -199,6 +200,89 @@ def ort_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.nda
     return sess.run(None, dict(zip(names, inputs, strict=True)))
 
 
+# Where onnxruntime's integer products read a signed 8-bit operand (weights) and its zero
+# point, by operator: (operand, zero point) input positions
+SIGNED_OPERANDS = {"MatMulInteger": (1, 3), "ConvInteger": (1, 3), "QLinearConv": (3, 5),
+                   "QLinearMatMul": (3, 5)}
+
+
+def _integer_probe() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "probe",
+        [helper.make_tensor_value_info("a", onnx.TensorProto.UINT8, [1, 64])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.INT32, [1, 1])],
+        [numpy_helper.from_array(np.full((64, 1), 127, np.int8), "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
+
+
+@functools.cache
+def ort_integer_products_exact() -> bool:
+    """Whether onnxruntime's u8 x s8 products are exact on this host. On x86-64 without VNNI
+    its kernels add pairs of products in saturating int16 (vpmaddubsw): 255 * 127 twice is
+    64770, clipped to 32767, so its QLinearConv/MatMulInteger results there are wrong where
+    such pairs occur. aotc's integer kernels are exact on every ISA."""
+    return int(ort_outputs(_integer_probe(), [np.full((1, 64), 255, np.uint8)])[0][0, 0]) \
+        == 64 * 255 * 127
+
+
+def _unsigned_operands(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """`model` with every signed 8-bit constant operand of an integer product stored as
+    uint8 (w + 128, its zero point + 128: the same differences w - zero point), which
+    onnxruntime multiplies exactly on every host (its u8 x u8 kernels widen to int16 before
+    adding); None when an operand is not a constant."""
+    model = onnx.shape_inference.infer_shapes(model)
+    inits = {t.name: t for t in model.graph.initializer}
+    types = {v.name: v.type.tensor_type.elem_type for v in
+             [*model.graph.input, *model.graph.value_info, *model.graph.output]}
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    shifted: set[str] = set()
+    for node in model.graph.node:
+        if node.op_type == "DequantizeLinear":
+            return None  # (a QDQ model: onnxruntime fuses its own kernels, per-channel ones inexact)
+        where = SIGNED_OPERANDS.get(node.op_type)
+        # onnxruntime has no s8 x u8 kernels: only the operands of uint8 activations are
+        # re-expressed (an s8 x s8 product is exact already)
+        if where is None or types.get(node.input[0]) != onnx.TensorProto.UINT8:
+            continue
+        w = inits.get(node.input[where[0]])
+        if w is None:
+            return None  # an activation operand: no constant to re-express
+        if w.data_type != onnx.TensorProto.INT8:
+            continue
+        zp_name = node.input[where[1]] if len(node.input) > where[1] else ""
+        if zp_name and zp_name not in inits:
+            return None
+        zp = numpy_helper.to_array(inits[zp_name]) if zp_name else np.zeros((), np.int8)
+        if w.name not in shifted:
+            w.CopyFrom(numpy_helper.from_array(
+                (numpy_helper.to_array(w).astype(np.int16) + 128).astype(np.uint8), w.name))
+            shifted.add(w.name)
+        new_zp = f"{node.name or node.output[0]}__unsigned_zero_point"
+        model.graph.initializer.append(numpy_helper.from_array(
+            (zp.astype(np.int16) + 128).astype(np.uint8), new_zp))
+        while len(node.input) <= where[1]:
+            node.input.append("")
+        node.input[where[1]] = new_zp
+    return model
+
+
+def reference_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """The outputs to compare aotc's with: onnxruntime's. On a host where its u8 x s8 products
+    are inexact (ort_integer_products_exact), onnxruntime's on the model with those operands
+    stored unsigned, or ONNX's reference evaluator (exact, the model as written) where they are
+    not constants or the model is QDQ (whose fused kernels onnxruntime picks itself)."""
+    ops = {n.op_type for n in model.graph.node}
+    if not ops & {*SIGNED_OPERANDS, "DequantizeLinear"} or ort_integer_products_exact():
+        return ort_outputs(model, inputs)
+    unsigned = _unsigned_operands(model)
+    if unsigned is not None:
+        return ort_outputs(unsigned, inputs)
+    from onnx.reference import ReferenceEvaluator
+    names = [i.name for i in model.graph.input
+             if i.name not in {t.name for t in model.graph.initializer}]
+    return list(ReferenceEvaluator(model).run(None, dict(zip(names, inputs, strict=True))))
+
+
 def assert_close(got: np.ndarray, want: np.ndarray, tol: float = 1e-4) -> None:
     """fp32: max absolute error ≤ tol × max(1, scale of the expected output)."""
     assert got.shape == want.shape, (got.shape, want.shape)
@@ -214,10 +298,10 @@ def assert_close(got: np.ndarray, want: np.ndarray, tol: float = 1e-4) -> None:
 
 def check_model(model: onnx.ModelProto, inputs: list[np.ndarray], tol: float = 1e-4,
                 input_shapes=None) -> None:
-    """Compile `model`, run it, compare every output with onnxruntime."""
+    """Compile `model`, run it, compare every output with onnxruntime (reference_outputs)."""
     program = compile_onnx(model, input_shapes)
     got = run_program(program, inputs)
-    want = ort_outputs(model, inputs)
+    want = reference_outputs(model, inputs)
     for g, w in zip(got, want, strict=True):
         assert_close(g, w, tol)
 

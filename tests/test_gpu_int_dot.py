@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import quant_models as qm
 from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
-from program_runner import load_graph, ort_outputs
+from program_runner import load_graph, reference_outputs
 
 from aotc.compiler import compile_model
 from aotc.passes import run_passes
@@ -212,4 +212,4 @@ def test_quantized_models_on_mali_match_onnxruntime(name: str) -> None:
     assert products >= (5 if name.startswith("cnn") else 2)
     for x in qm.sample_inputs(model, 3, seed=3):
         got = run_program(program, [x])[0]
-        np.testing.assert_array_equal(got, ort_outputs(model, [x])[0])
+        np.testing.assert_array_equal(got, reference_outputs(model, [x])[0])

@@ -161,3 +161,16 @@ def test_qdq_chain_model():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)],
                               ir_version=10)
     check_model(model, [f(3, 5)], tol=1e-6)
+
+
+def test_integer_products_exact_where_int16_pairs_would_saturate():
+    """255 * 127 in every product: a kernel that adds pairs in saturating int16 (vpmaddubsw,
+    as onnxruntime's u8 x s8 kernels on x86-64 without VNNI do) clips them; aotc's result is
+    the exact sum on every ISA, checked against numpy."""
+    a = np.full((3, 96), 255, np.uint8)
+    a[1, ::3] = 0
+    b = np.full((96, 5), 127, np.int8)
+    b[::2, 1] = -128
+    model, feeds = node_model("MatMulInteger", [a, b], consts=(1,))
+    got = run_program(compile_onnx(model), feeds)[0]
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))

@@ -29,7 +29,7 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
 import quant_models as qm  # noqa: E402
-from program_runner import load_graph, ort_outputs, run_program  # noqa: E402
+from program_runner import load_graph, reference_outputs, run_program  # noqa: E402
 
 from aotc.compiler import compile_model  # noqa: E402
 from aotc.passes import run_passes  # noqa: E402
@@ -82,7 +82,7 @@ def test_static_qdq_within_one_step_of_onnxruntime_int8(name, static_models):
     step = output_step(model)
     for x in qm.sample_inputs(model, 3, seed=3):
         got = run_program(program, [x])[0]
-        assert steps_apart(got, ort_outputs(model, [x])[0], step) <= 1.0
+        assert steps_apart(got, reference_outputs(model, [x])[0], step) <= 1.0
 
 
 def test_static_qdq_attention_block(static_models):
@@ -92,7 +92,7 @@ def test_static_qdq_attention_block(static_models):
     for x in qm.sample_inputs(model, 3, seed=3):
         got = run_program(program, [x])[0]
         assert steps_apart(got, ort_as_written(model, x), step) <= 1.0
-        assert steps_apart(got, ort_outputs(model, [x])[0], step) <= 3.0
+        assert steps_apart(got, reference_outputs(model, [x])[0], step) <= 3.0
 
 
 @pytest.mark.parametrize("name", ["cnn", "block"])
@@ -102,7 +102,7 @@ def test_dynamic_matches_onnxruntime(name):
     assert "DynamicQuantizeLinear" in ops and ops & {"MatMulInteger", "ConvInteger"}
     _, program = compiled(model)
     for x in qm.sample_inputs(model, 2, seed=5):
-        got, want = run_program(program, [x])[0], ort_outputs(model, [x])[0]
+        got, want = run_program(program, [x])[0], reference_outputs(model, [x])[0]
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 

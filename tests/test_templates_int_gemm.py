@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from program_runner import load_graph, ort_outputs, run_program
+from program_runner import load_graph, reference_outputs, run_program
 
 from aotc.compiler import compile_model
 from aotc.driver import optimize_model
@@ -129,7 +129,7 @@ DEPTHWISE = {
 def test_depthwise_integer_convolutions_match_onnxruntime(case: str, run_target) -> None:
     model, inputs = DEPTHWISE[case]()
     program = compile_model(load_graph(model), run_target)
-    np.testing.assert_array_equal(run_program(program, inputs)[0], ort_outputs(model, inputs)[0])
+    np.testing.assert_array_equal(run_program(program, inputs)[0], reference_outputs(model, inputs)[0])
 
 
 def test_depthwise_integer_convolution_takes_the_depthwise_template() -> None:
@@ -145,7 +145,7 @@ def test_matches_onnxruntime_bit_for_bit(case: str, run_target) -> None:
     program = compile_model(load_graph(model), run_target)
     assert "@aotc_qgemm_" in program.kernel_ll, "the template did not take the product"
     got = run_program(program, inputs)[0]
-    want = ort_outputs(model, inputs)[0]
+    want = reference_outputs(model, inputs)[0]
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
 
@@ -208,4 +208,4 @@ def test_aarch64_integer_kernels_under_qemu(tmp_path: Path, target: str) -> None
         build_bundle(d, cc="aarch64-linux-gnu-gcc")
         got = run_model_process(d, inputs, runner=["qemu-aarch64", "-L",
                                                    "/usr/aarch64-linux-gnu"])[0]
-        np.testing.assert_array_equal(got, ort_outputs(model, inputs)[0])
+        np.testing.assert_array_equal(got, reference_outputs(model, inputs)[0])

@@ -234,7 +234,10 @@ def test_vectorizes_without_calls(name: str) -> None:
     ir = compiled(name).optimized_ir
     body = ir[ir.index("define void @apply") :]
     body = body[: body.index("\n}\n")]
-    assert "<16 x float>" in body or "<8 x float>" in body, "loop was not vectorized"
+    # (the width is LLVM's choice per host: 8 or 16 lanes for most functions, 4 for the
+    # inverse and hyperbolic ones and pow under AVX2's cost model)
+    lanes = {int(n) for n in re.findall(r"<(\d+) x float>", body)}
+    assert lanes and max(lanes) >= 4, "loop was not vectorized"
     calls = re.findall(r"call [^@]*@([\w.$]+)", body)
     assert all(c.startswith("llvm.") for c in calls), f"calls left in the loop: {calls}"
     assert not re.search(r"declare [^@]*@(?!llvm\.)", ir), "external declarations"
