@@ -204,15 +204,17 @@ MACHINES: dict[str, Machine] = {
     "generic-avx2": Machine("generic-avx2", 2.5, 256, 16, 2, 4, 2, 32 * KIB, 1 * MIB,
                             1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4,
                             AVX2_BLOCK_EFFICIENCY, AVX2_PIXEL_EFFICIENCY, pixel_stream=0.75),
-    # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores. The clock is
-    # benchmarks/peak.py's 103 GFLOP/s per core on a 2-core instance; the rates are the
-    # documented widths (two 32-byte loads from L1, 32 bytes per cycle from L2) at that clock,
-    # scaled as Zen 4's measured ones are to its widths: not yet calibrated on a Zen 3. Pixel
-    # mode streams at 108 GB/s (share 1.2 of these 90; the regret over rank_check's layers,
-    # AVX2 code on a Zen 4, is lowest from 1.1 to 1.5)
-    "znver3": Machine("znver3", 3.2, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
-                      180e9, 90e9, 70e9, 12e9, 4, AVX2_BLOCK_EFFICIENCY,
-                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.2),
+    # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores (4 MiB a
+    # core's share). Clock and rates as `aotc calibrate` measured them on a 2-core EPYC 7003
+    # instance (median of three runs: 100.6 GFLOP/s per core, 192/98/68 GB/s from L1/L2/L3,
+    # 15 GB/s from memory with both cores reading). The block tables stay the fitted AVX2
+    # ones: the same calibration's cache-resident efficiencies (4x3 0.86, 6x2 0.83, best of
+    # three) ranked rank_check's layers worse there (geomean regret 1.16 against 1.10).
+    # Pixel mode streams at 108 GB/s (share 1.1 of 98; the regret over rank_check's layers,
+    # AVX2 code on a Zen 4, is lowest from 1.1 to 1.5 of the 90 GB/s documented before)
+    "znver3": Machine("znver3", 3.15, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
+                      192e9, 98e9, 68e9, 15e9, 4, AVX2_BLOCK_EFFICIENCY,
+                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.1),
     # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle);
     # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance;
     # pixel mode's stream at the same 90 GB/s as AVX2 code's there

@@ -159,3 +159,29 @@ def test_named_machines_are_consistent() -> None:
         assert m.name == name and m.l1 < m.l2 and m.line == 64
         assert m.l1_bandwidth >= m.l2_bandwidth >= m.l3_bandwidth >= m.memory_bandwidth
         assert Machine.from_json(m.to_json()) == m
+
+
+def test_host_last_level_share_is_at_most_the_known_cores(tmp_path: Path) -> None:
+    """A 2-vCPU guest's sysfs says its two CPUs share a 32 MiB L3 (16 MiB each); the cost
+    models take Zen 3's documented share (4 MiB: 32 MiB over 8 cores) instead, and a smaller
+    share read from sysfs as it is."""
+    from targets.cpu.target import host_machine
+
+    def sysfs(l3: str, sharing: str) -> Path:
+        root = tmp_path / f"{l3}_{sharing}"
+        for i, (level, kind, size, cpus) in enumerate([
+                (1, "Data", "32K", "0"), (1, "Instruction", "32K", "0"), (2, "Unified", "512K", "0"),
+                (3, "Unified", l3, sharing)]):
+            entry = root / f"index{i}"
+            entry.mkdir(parents=True)
+            for name, text in (("level", str(level)), ("type", kind), ("size", size),
+                               ("coherency_line_size", "64"), ("shared_cpu_list", cpus)):
+                (entry / name).write_text(text + "\n")
+        return root
+
+    guest = host_machine("x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma",
+                         sysfs("32768K", "0-1"))
+    assert (guest.l1, guest.l2, guest.l3) == (32 << 10, 512 << 10, MACHINES["znver3"].l3)
+    small = host_machine("x86_64-unknown-linux-gnu", "znver3", "+avx2,+fma",
+                         sysfs("8192K", "0-7"))
+    assert small.l3 == 1 << 20

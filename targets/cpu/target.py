@@ -143,7 +143,10 @@ def known_core(triple: str, cpu: str, features: set[str]) -> Machine:
     return dataclasses.replace(base, vector_bits=128, fma_per_cycle=1)  # SSE only
 
 
-def _sysfs_caches(root: Path = Path("/sys/devices/system/cpu/cpu0/cache")) -> dict[str, int]:
+SYSFS_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def _sysfs_caches(root: Path = SYSFS_CACHES) -> dict[str, int]:
     """Data cache sizes of cpu0 from sysfs: l1, l2 and l3 (this core's share) and line bytes;
     what cannot be read is left out."""
     found: dict[str, int] = {}
@@ -181,9 +184,14 @@ def _count_cpus(text: str) -> int:
     return count
 
 
-def host_machine(triple: str, cpu: str, features: str) -> Machine:
+def host_machine(triple: str, cpu: str, features: str,
+                 cache_root: Path = SYSFS_CACHES) -> Machine:
     """This machine's model: the known core it is, with its vector unit, its caches and its
-    core count as read here."""
+    core count as read here. The last level's share is at most the known core's documented
+    one: sysfs divides it among the CPUs this system sees, and a virtual machine sees only its
+    own (a 2-core guest on a Zen 3 reads 16 of a 32 MiB cache that 8 busy cores share). A
+    GEMM ranked as if 16 MiB were its own re-read its 16 MiB operand from "L3": 46 against
+    72 GFLOP/s at 2048 on such a guest (benchmarks/RESULTS.md)."""
     on = enabled_features(features)
     base = known_core(triple, cpu, on)
     if triple.startswith("x86_64"):
@@ -191,11 +199,11 @@ def host_machine(triple: str, cpu: str, features: str) -> Machine:
         regs = 32 if "avx512f" in on else 16
     else:
         bits, regs = 128, 32
-    caches = _sysfs_caches()
+    caches = _sysfs_caches(cache_root)
     return dataclasses.replace(
         base, name=cpu or base.name, vector_bits=bits, vector_registers=regs,
         l1=caches.get("l1", base.l1), l2=caches.get("l2", base.l2),
-        l3=caches.get("l3", base.l3), line=caches.get("line", base.line),
+        l3=min(caches.get("l3", base.l3), base.l3), line=caches.get("line", base.line),
         cores=max(1, os.cpu_count() or 1))
 
 
