@@ -33,6 +33,7 @@ from lowering.loop_ir import (  # noqa: E402
     map_exprs,
 )
 from lowering.ops import OPS, OpContext  # noqa: E402
+from lowering.search.tuner import Tuner  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
 from targets.cpu.measure import kernel_arguments, kernel_function, link_serial  # noqa: E402
@@ -139,6 +140,17 @@ def test_grouped_conv_is_a_batched_gemm():
     space = GemmTemplate.match(ins, [out], [None, rand(96, 8, 3, 3), None],
                                NAMED_TARGETS["cpu-avx512"])
     assert space.fused_epilogue is not None and space.fused_epilogue.bias is ins[2]
+
+
+def test_grouped_conv_runs_in_pixel_mode_on_avx2():
+    """RegNetY's 8 channels per group fill one AVX2 vector: the cost model takes pixel mode
+    (the group's windows read in place, its channels in the vector) over packing every window
+    of the group (RegNetY-400MF's first grouped layer on a Zen 3: 2.43 -> 0.73 ms)."""
+    ins, out, wv = general_conv(1, 48, 56, 56, 48, 3, 3, (1, 1, 1, 1), group=6)
+    space = GemmTemplate.match(ins, [out], [None, wv, None], NAMED_TARGETS["cpu-avx2"])
+    assert "pixels" in next(k.options for k in space.knobs if k.name == "b")
+    config = Tuner().choose(space)
+    assert (config["b"], config["block"]) == ("pixels", "14x1")
 
 
 @pytest.mark.parametrize("c,h,k,kh,group,stride", [

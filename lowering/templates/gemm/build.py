@@ -158,9 +158,9 @@ class _Builder(ConvModes):
             shape = t.shape
             if self.a_mode == "const" and i == s.a_const and self.b_mode == "pixels":
                 assert self.pw is not None
-                shape = (self.ct, K, blk.nr)
+                shape = (self.groups * self.ct, K, blk.nr)
                 self.transforms[i] = self._const_packer(p.a, p.m, blk.nr, self.ct,
-                                                        self.pw.k_group)
+                                                        self.pw.k_group, grouped=True)
             elif self.a_mode == "const" and i == s.a_const:
                 shape = (self.groups * self.mt, K, blk.mr)
                 k_group = s.window.k_group if self.b_mode == "window" else None  # type: ignore[union-attr]

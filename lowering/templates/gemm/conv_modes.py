@@ -158,7 +158,12 @@ class ConvModes:
         taps = [(e, coef) for _, e, coef in w.taps]
         taps = [(1, 0)] * (2 - len(taps)) + taps
         groups_here = te.minimum(i64(gb), i64(ngroups) - blk_i * gb)
-        w_off = jo * (K * blk.nr)
+        # this channel tile's packed weights ([group][tile][k][NR] for a grouped convolution)
+        w_tile = jo if p.group is None else bvars[p.group] * nt + jo
+        w_off = w_tile * (K * blk.nr)
+        # the tile's first output channel (past the group's channels before it), for the bias
+        channel = jo * blk.nr if p.group is None else \
+            simplify_index(bvars[p.group] * M + jo * blk.nr)
         geometry = [i64(w.out_row), i64(w.row), i64(w.col_stride), i64(w.run_stride)]
         n_valid = te.minimum(i64(blk.nr), i64(M) - jo * blk.nr)
         fused = self.s.fused_epilogue  # else: _pixels_epilogue
@@ -178,7 +183,7 @@ class ConvModes:
             near = g == 1 and (rows - 1) * w.col_stride < self.s.line_floats
             routine = conv_routine(GemmBlock(rows, blk.nv, blk.lanes), near)
             valid = [i64(rows), i64(rows), n_valid]
-            finish = self._fused_args(fused, jo * blk.nr, out_off)
+            finish = self._fused_args(fused, channel, out_off)
             if self.kc >= K:
                 return Call(routine, [
                     BufPtr(x_buf, simplify_index(x_tile)), *geometry,

@@ -77,13 +77,17 @@ class GemmSpace(GemmCost, ScheduleSpace):
             self.a_const is not None and self.b_const is None and pat.group is None else None
         if self.window is not None:
             b_modes.append("window")
-        # "pixels": the convolution with the roles swapped, see _Builder._pixels_main
+        # "pixels": the convolution with the roles swapped, see _Builder._pixels_main; a
+        # grouped convolution's too, a group's output channels in its vectors (RegNetY's 8
+        # per group: one AVX2 vector), read in place where the packing copied every window
         self.pixels = self._conv_reading(pat.b) if self.a_const is not None and \
-            self.b_const is None and pat.group is None else None
+            self.b_const is None else None
         if self.pixels is not None and len(self.pixels.taps) <= 2:
             b_modes.append("pixels")
-        # pixel mode may copy a padded input channels-last (see _channels_last)
-        self.pixels_cl = self._channels_last() if "pixels" in b_modes else None
+        # pixel mode may copy a padded input channels-last (see _channels_last; not a grouped
+        # convolution's, whose windows read part of the channels)
+        self.pixels_cl = self._channels_last() if "pixels" in b_modes and pat.group is None \
+            else None
         self.fused_epilogue = self._clamped_bias()
         if pat.out_begin is not None and not (len(pat.n.vars) == 2 and min(pat.n.extents) > 1):
             b_modes = []  # a padded output is written per image row (see _Builder.padded)
