@@ -275,8 +275,13 @@ def reference_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[
     if not ops & {*SIGNED_OPERANDS, "DequantizeLinear"} or ort_integer_products_exact():
         return ort_outputs(model, inputs)
     unsigned = _unsigned_operands(model)
-    if unsigned is not None:
-        return ort_outputs(unsigned, inputs)
+    return ort_outputs(unsigned, inputs) if unsigned is not None else \
+        onnx_reference_outputs(model, inputs)
+
+
+def onnx_reference_outputs(model: onnx.ModelProto, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """ONNX's reference evaluator's outputs, `inputs` in the order of the graph's inputs that
+    are not initializers."""
     from onnx.reference import ReferenceEvaluator
     names = [i.name for i in model.graph.input
              if i.name not in {t.name for t in model.graph.initializer}]

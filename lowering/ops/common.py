@@ -90,8 +90,8 @@ def data_index(raw: te.Expr, n: int) -> te.Expr:
     return clamp_index(te.select(te.lt(i, 0), i + n, i), n)
 
 
-def unflatten(i: te.Expr, shape: tuple[int, ...]) -> tuple[te.Expr, ...]:
-    """The row-major index into `shape` of flat position `i`."""
+def unflatten(i: te.Expr, shape: Sequence[int | te.Expr]) -> tuple[te.Expr, ...]:
+    """The row-major index into `shape` (sizes, constant or not) of flat position `i`."""
     out: list[te.Expr] = []
     for d in reversed(shape):
         out.insert(0, i % d)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from lowering import te
 from lowering.ops import OpContext, pinned
+from lowering.ops.common import unflatten
 from lowering.ops.reduce.cumulative import running_total
 
 
@@ -79,11 +80,6 @@ def dense(shape: Sequence[int], axis: int, length: te.Expr, dtype: str,
         flat: te.Expr = te.const(0, "int64")
         for k, d in zip(i, shape, strict=True):
             flat = flat * d + k
-        index: list[te.Expr] = []
-        rest = flat
-        for d in reversed(run):
-            index.insert(0, rest % d)
-            rest = rest // d
-        return te.select(te.lt(flat, size), value(*index), te.Const(0, dtype))
+        return te.select(te.lt(flat, size), value(*unflatten(flat, run)), te.Const(0, dtype))
 
     return te.compute(tuple(shape), body, name=name, dtype=dtype)

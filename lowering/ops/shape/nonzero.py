@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from lowering import te
-from lowering.ops import OpContext, register_op
+from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import unflatten
 from lowering.ops.run_length import dense, output_length, true_positions
 
@@ -33,10 +33,6 @@ def nonzero(ctx: OpContext) -> list[te.Tensor]:
     dims = x.shape or (1,)  # (a scalar's one row holds 0 for a nonzero value)
 
     def coordinate(r: te.Expr, k: te.Expr) -> te.Expr:
-        at = unflatten(where[k], dims)
-        out = at[-1]
-        for axis in range(len(dims) - 2, -1, -1):
-            out = te.select(te.eq(r, axis), at[axis], out)
-        return out
+        return pinned.pick(unflatten(where[k], dims), r)
 
     return [dense(shape, 1, length, "int64", coordinate, "nonzero")]

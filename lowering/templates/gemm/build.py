@@ -402,7 +402,8 @@ class _Builder(ConvModes):
             return Call(blk.routine, [a_ptr, a_rs, a_ks, b_ptr, b_ks, BufPtr(self.acc, c_off),
                                       i64(self.ld), klen, m_valid, n_valid, acc,
                                       last if fused else i64(0),
-                                      *self._fused_args(fused, self._channel(bvars, io_), c_off)])
+                                      *self._fused_args(fused, self._channel(bvars, io_ * blk.mr),
+                                                        c_off)])
 
         nk_run = _tiles(self.k_run, nk, self.kc)
 
@@ -538,10 +539,9 @@ class _Builder(ConvModes):
             fill(top, h, 0, left) + fill(top, h, left + w, wp - left - w)
         return For(pl, i64(planes), "serial", Seq(parts))
 
-    def _channel(self, bvars: dict[te.Var, te.Expr], io: te.Expr) -> te.Expr:
-        """The output channel of M tile `io`'s first row (past the group's channels before it
+    def _channel(self, bvars: dict[te.Var, te.Expr], first: te.Expr) -> te.Expr:
+        """Output channel `first` of the batch's group (past the group's channels before it
         in a grouped convolution)."""
-        first = io * self.blk.mr
         if self.p.group is None:
             return first
         return simplify_index(bvars[self.p.group] * self.p.m.size + first)

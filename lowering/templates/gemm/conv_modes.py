@@ -161,9 +161,7 @@ class ConvModes:
         # this channel tile's packed weights ([group][tile][k][NR] for a grouped convolution)
         w_tile = jo if p.group is None else bvars[p.group] * nt + jo
         w_off = w_tile * (K * blk.nr)
-        # the tile's first output channel (past the group's channels before it), for the bias
-        channel = jo * blk.nr if p.group is None else \
-            simplify_index(bvars[p.group] * M + jo * blk.nr)
+        channel = self._channel(bvars, jo * blk.nr)  # the tile's first, for the bias
         geometry = [i64(w.out_row), i64(w.row), i64(w.col_stride), i64(w.run_stride)]
         n_valid = te.minimum(i64(blk.nr), i64(M) - jo * blk.nr)
         fused = self.s.fused_epilogue  # else: _pixels_epilogue
