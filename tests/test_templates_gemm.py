@@ -230,6 +230,22 @@ def test_conv_micro_kernel_prefetches_its_weights_ahead(target):
                         if "@llvm.fma" in b)
 
 
+@pytest.mark.parametrize("target", ["cpu-avx512", "cpu-avx2", "aarch64"])
+def test_conv_micro_kernel_loads_whole_weight_vectors_on_partial_channel_tiles(target):
+    """The packed weight panel is zero past the last channel, so a tile of fewer channels
+    than NR (ResNet-50's 512 channels in 4x3's tiles of 24) runs the same k loop as a whole
+    one: only its stores take masks. (AVX2's masked loads held their masks in registers the
+    tile needed and spilled its accumulators on every k step.)"""
+    t = NAMED_TARGETS[target]
+    blk = GemmBlock(4, 3, t.vector_lanes_f32)
+    text, _ = routine_ir(conv_routine(blk), t)
+    bodies = [body.split(".exit:")[0] for body in text.split(".body:")[1:]]
+    k_loops = [b for b in bodies if "@llvm.fma" in b]
+    assert len(k_loops) == 2  # all rows, fewer rows
+    assert not any("masked.load" in b for b in k_loops)
+    assert "masked.store" in text  # the partial tile's stores
+
+
 def test_cost_model_choices_for_network_layers(fitted_target):
     """Choices of the fitted cost model that measurements on a Cascade Lake core back by a wide
     margin (benchmarks/RESULTS.md, "cost model"): a 1x1 stride-1 convolution reads B in place

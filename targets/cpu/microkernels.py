@@ -445,7 +445,8 @@ class _ConvWriter(_GemmWriter):
     offsets. A full tile has m_full rows (rows past it repeat the last one); at call sites
     where ow, a_rp, a_rs and m_full are constants, every row's offset folds to a constant,
     so all rows share one base register. The columns are output channels: B is the packed
-    weight panel. A reduction split over
+    weight panel, NR floats a step even where n_valid < NR (the panel is zero there, so
+    those lanes are computed and never stored). A reduction split over
     several calls keeps its partial tile in `acc` ([MR][NR], untransposed): `first` starts
     from zero rather than from `acc`, `last` stores the result at c + j*ldc + r, i.e.
     straight into NCHW output rows (consecutive pixels are consecutive there), each L x L
@@ -504,26 +505,21 @@ class _ConvWriter(_GemmWriter):
             return out
 
         init = self._load_or_zero("init", first, load_acc)
-        # four versions of the loops: all rows (constant row offsets) or fewer, all columns
-        # (plain loads) or fewer (masked loads)
-        full_rows, full, both = self.t(), self.t(), self.t()
+        # two versions of the loops: all rows (constant row offsets) or fewer. The weight
+        # panel is zero past the last channel (its packing pads each tile to NR), so a
+        # partial channel tile loads whole vectors too: only its stores take masks (AVX2's
+        # masked loads kept their masks in registers the tile needed, spilling accumulators)
+        full_rows = self.t()
         self.emit(f"{full_rows} = icmp eq i64 %m_valid, %m_full")
-        self.emit(f"{full} = icmp eq i64 %n_valid, {b.nr}")
-        self.emit(f"{both} = and i1 {full_rows}, {full}")
-        self.emit(f"br i1 {both}, label %full.pre, label %partial")
-        self.label("partial")
-        self.emit(f"br i1 {full_rows}, label %tail.pre, label %rows")
-        self.label("rows")
-        self.emit(f"br i1 {full}, label %fullp.pre, label %tailp.pre")
+        self.emit(f"br i1 {full_rows}, label %full.pre, label %fullp.pre")
         ends = []
-        for tag, mk in (("full", None), ("tail", masks), ("fullp", None), ("tailp", masks)):
+        for tag in ("full", "fullp"):
             self.label(f"{tag}.pre")
-            arow = self._rows("%m_full" if tag in ("full", "tail") else "%m_valid")
+            arow = self._rows("%m_full" if tag == "full" else "%m_valid")
             out, end = self._loop(f"{tag}.t1", "%t1", f"{tag}.pre", init,
-                                  lambda i1, acc, tag=tag, mk=mk, arow=arow: self._loop(
+                                  lambda i1, acc, tag=tag, arow=arow: self._loop(
                                       f"{tag}.t2", "%t2", None, acc,
-                                      lambda i2, acc2: self._tap(tag, i1, i2, acc2, arow,
-                                                                 mk))[0])
+                                      lambda i2, acc2: self._tap(tag, i1, i2, acc2, arow))[0])
             self.emit("br label %store")
             ends.append((out, end))
         self.label("store")
@@ -664,8 +660,7 @@ class _ConvWriter(_GemmWriter):
         self.label(f"{tag}.exit")
         return phis, f"{tag}.exit"
 
-    def _tap(self, tag: str, i1: str, i2: str, acc: list[str], arow: list[str],
-             masks: list[str] | None) -> list[str]:
+    def _tap(self, tag: str, i1: str, i2: str, acc: list[str], arow: list[str]) -> list[str]:
         """The k loop of one tap (t1, t2): A rows shifted by the tap's offset, B from the tap's
         part of the panel. Returns the accumulators after it."""
         b = self.b
@@ -687,13 +682,13 @@ class _ConvWriter(_GemmWriter):
             bo, bk = self.t(), self.t()
             self.emit(f"{bo} = mul i64 {kk}, %b_ks")
             self.emit(f"{bk} = getelementptr float, ptr {bt}, i64 {bo}")
-            if PREFETCH_WEIGHT_STEPS and masks is None:  # each line of the step's weights
+            if PREFETCH_WEIGHT_STEPS:  # each line of the step's weights
                 for v in range(0, b.nv, max(1, LINE_FLOATS // b.lanes)):
                     q = self.t()
                     self.emit(f"{q} = getelementptr float, ptr {bk}, i64 {v * b.lanes}")
                     self.prefetch(q, "%pfb_off")
             grid = [cur[r * b.nv:(r + 1) * b.nv] for r in range(b.mr)]
-            new = self._fma_step(kk, bk, rows, masks, grid, lambda r, v: self.t(),
+            new = self._fma_step(kk, bk, rows, None, grid, lambda r, v: self.t(),
                                  self.prefetch_rows)
             return [x for row in new for x in row]
 
