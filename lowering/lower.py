@@ -21,6 +21,7 @@ from lowering.loop_ir import (
     Stmt,
     Store,
 )
+from lowering.nest import NestOp
 from lowering.regions import Region, infer_region
 from lowering.schedule import (
     INLINE,
@@ -500,11 +501,26 @@ class _KernelLowering:
     def kernel(self) -> Kernel:
         nests = []
         for t in self.stages:
-            if self.sched.attachment(t) == ROOT:
+            if isinstance(t.op, NestOp):
+                nests.append(self._hand_nest(t, t.op))
+            elif self.sched.attachment(t) == ROOT:
                 s = self.sched[t]
                 par = s.leaves[0] if s.leaves and s.leaves[0].kind == "parallel" else None
                 nests.append(self._stage(s, None, par))
         return Kernel(self.name, self.buffers, nests)
+
+    def _hand_nest(self, t: te.Tensor, op: NestOp) -> Stmt:
+        """A stage whose nest is written by hand (lowering/nest.py): its reads' buffers."""
+        def buffer_of(r: te.Tensor) -> Buffer:
+            b = self.bufs.get(id(r))
+            if not isinstance(b, Buffer):
+                raise ScheduleError(f"{t.name} reads {r.name}, which has no buffer of its own")
+            return b
+
+        def scratch(name: str, dtype: str, shape: tuple[int, ...]) -> Buffer:
+            return self._add(name, dtype, shape, "scratch")
+
+        return op.write(buffer_of(t), buffer_of, scratch)
 
     def _stage(self, s: StageSchedule, origin: dict[te.Var, te.Expr] | None,
                par: Loop | None) -> Stmt:

@@ -1,4 +1,5 @@
-"""Outputs whose length the data decides (NonZero, Unique, Compress by a run-time condition).
+"""Outputs whose length the data decides (NonZero, Unique, Compress by a run-time condition,
+NonMaxSuppression).
 
 Such an output has no shape before the model runs: onnx's inference leaves one axis unknown.
 Where the model does not declare it, the frontend gives the output its bound (the most the
@@ -76,10 +77,24 @@ def _compress(node: ir.Node, dims: list[tuple[int, ...] | None]) -> Bounds | Non
     return [(tuple(kept if a == axis else d for a, d in enumerate(x)), axis)]
 
 
+def _nms(node: ir.Node, dims: list[tuple[int, ...] | None]) -> Bounds | None:
+    if len(dims) < 2 or dims[1] is None or len(dims[1]) != 3:
+        return None
+    batches, classes, boxes = dims[1]
+    per_class = boxes
+    limit = node.inputs[2] if len(node.inputs) > 2 else None
+    if limit is None:
+        per_class = 0  # (absent: no boxes)
+    elif limit.const_value is not None:
+        per_class = max(0, min(boxes, int(limit.const_value.numpy().reshape(-1)[0])))
+    return [((batches * classes * per_class, 3), 0)]
+
+
 BOUNDS: dict[str, Callable[[ir.Node, list[tuple[int, ...] | None]], Bounds | None]] = {
     "NonZero": _nonzero,
     "Unique": _unique,
     "Compress": _compress,
+    "NonMaxSuppression": _nms,
 }
 
 

@@ -23,6 +23,7 @@ from lowering.default_schedule import (
     default_schedule,
 )
 from lowering.lower import lower_kernel, stages_of
+from lowering.nest import NestOp
 from lowering.search.cost_model import stage_seconds, threaded_seconds
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 
@@ -81,8 +82,9 @@ class DefaultSpace(ScheduleSpace):
     def __init__(self, inputs, outputs, consts, target) -> None:
         super().__init__(inputs, outputs, consts, target)
         self.lanes = target.vector_lanes_f32
+        # (a hand-written nest has no knobs: lowering/nest.py)
         self.stages = [t for t in stages_of(self.outputs)
-                       if t.op is not None and not t.op.inline]
+                       if t.op is not None and not t.op.inline and not isinstance(t.op, NestOp)]
         for i, t in enumerate(self.stages):
             self.knobs += stage_knobs(StageShape.of(t), self.lanes, f"s{i}.")
         self._estimates: dict[str, tuple[float, float]] = {}

@@ -44,7 +44,8 @@ from lowering.gpu_schedule import (
 from lowering.intrinsics import GPU_INT_DOTS, MMA_INSTRUCTIONS
 from lowering.lower import lower_schedule, stages_of
 from lowering.machine import GpuMachine
-from lowering.schedule import Schedule
+from lowering.nest import hand_nests
+from lowering.schedule import Schedule, ScheduleError
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
 from lowering.tensorize import IntDotMatch, MmaMatch, match_int_dot, match_mma
 
@@ -116,6 +117,8 @@ class GpuDefaultSpace(ScheduleSpace):
         assert isinstance(target.machine, GpuMachine)
         self.machine: GpuMachine = target.machine
         self.stages = [t for t in stages_of(self.outputs) if t.op is not None and not t.op.inline]
+        for t in hand_nests(self.stages):  # serial nests for CPUs (lowering/nest.py)
+            raise ScheduleError(f"{t.name} is a hand-written serial nest")
         self.axes = [tile_axes(t) for t in self.stages]
         dynamic = [_dynamic(t) for t in self.stages]
         for i, (t, axes) in enumerate(zip(self.stages, self.axes, strict=True)):

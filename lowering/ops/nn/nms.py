@@ -1,0 +1,173 @@
+"""NonMaxSuppression: per batch and class, the boxes a greedy pass keeps in order of score, as
+[batch, class, box] rows of the selected indices.
+
+onnxruntime's rules, which are ONNX's: candidates are the boxes scoring above the score
+threshold (all of them without one), best score first (equal scores: lower index first, as
+TopK orders them); a candidate is kept unless a box kept before it in its class overlaps it
+by an intersection over union above the IoU threshold, and a class stops at
+max_output_boxes_per_class boxes (0 or absent: no boxes at all). Boxes are corner pairs in
+any order (center_point_box 0: [y1, x1, y2, x2]) or [x_center, y_center, width, height]
+(center_point_box 1); the overlap test is onnxruntime's float by float (boxes that do not
+intersect, or of no area, never suppress).
+
+Three parts: the candidates in score order (TopK's selection, a te stage), the greedy pass (a
+hand-written serial nest, lowering/nest.py: each decision depends on the ones before it), and
+the selected rows written dense at the length the pass finds (run_length.py), the output's
+computed length.
+"""
+
+from __future__ import annotations
+
+from lowering import te
+from lowering.loop_ir import Buffer, BufLoad, For, Seq, Stmt, Store
+from lowering.nest import nest_stage
+from lowering.ops import OpContext, pinned, register_op
+from lowering.ops.common import unflatten
+from lowering.ops.reduce.topk_select import Order, top_positions
+from lowering.ops.run_length import dense, output_length, true_positions
+
+I64 = "int64"
+
+
+def _c(v: int) -> te.Const:
+    return te.Const(v, I64)
+
+
+def _f(v: float) -> te.Const:
+    return te.Const(v, "float32")
+
+
+def _extent(box: list[te.Expr], lo: int, hi: int, center: bool) -> tuple[te.Expr, te.Expr]:
+    """(min, max) of a box along one axis: coordinates `lo` and `hi` of a corner pair, or
+    centre `lo` and size `hi` (its half on either side)."""
+    if center:
+        half = box[hi] / _f(2.0)
+        return box[lo] - half, box[lo] + half
+    return te.minimum(box[lo], box[hi]), te.maximum(box[lo], box[hi])
+
+
+def overlaps(a: list[te.Expr], b: list[te.Expr], center: bool, threshold: te.Expr) -> te.Expr:
+    """Whether box `b` suppresses box `a` (four coordinates each): their intersection over
+    union exceeds `threshold`, computed as onnxruntime does (x from coordinates 1 and 3 of
+    corner pairs, 0 and 2 of centred boxes; y from the others)."""
+    xs, ys = ((0, 2), (1, 3)) if center else ((1, 3), (0, 2))
+    ax0, ax1 = _extent(a, *xs, center)
+    bx0, bx1 = _extent(b, *xs, center)
+    ay0, ay1 = _extent(a, *ys, center)
+    by0, by1 = _extent(b, *ys, center)
+    ix0, ix1 = te.maximum(ax0, bx0), te.minimum(ax1, bx1)
+    iy0, iy1 = te.maximum(ay0, by0), te.minimum(ay1, by1)
+    inter = (ix1 - ix0) * (iy1 - iy0)
+    area_a = (ax1 - ax0) * (ay1 - ay0)
+    area_b = (bx1 - bx0) * (by1 - by0)
+    union = area_a + area_b - inter
+    zero = _f(0.0)
+    return te.all_of([te.gt(ix1, ix0), te.gt(iy1, iy0), te.gt(inter, zero),
+                      te.gt(area_a, zero), te.gt(area_b, zero), te.gt(union, zero),
+                      te.gt(inter / union, threshold)])
+
+
+def _scalar(ctx: OpContext, i: int, default: float | int, dtype: str) -> te.Tensor | te.Expr:
+    """Optional scalar input `i` ([] or [1]): its tensor, or the default as a constant."""
+    if not ctx.has_input(i):
+        return te.Const(default, dtype)
+    t = ctx.input(i)
+    if t.size != 1:
+        raise ctx.error(f"input {i} must hold one value, it has shape {list(t.shape)}")
+    return t
+
+
+def _first(v: te.Tensor | te.Expr) -> te.Expr:
+    return v[tuple(_c(0) for _ in v.shape)] if isinstance(v, te.Tensor) else v
+
+
+@register_op("NonMaxSuppression")
+def non_max_suppression(ctx: OpContext) -> list[te.Tensor]:
+    boxes, scores = ctx.input(0), ctx.input(1)
+    if boxes.dtype != "float32" or scores.dtype != "float32":
+        raise ctx.error(f"boxes and scores must be float32, got {boxes.dtype} and {scores.dtype}")
+    if len(boxes.shape) != 3 or boxes.shape[2] != 4 or len(scores.shape) != 3 or \
+            scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        raise ctx.error(f"boxes {list(boxes.shape)} and scores {list(scores.shape)} must be "
+                        "[batches, boxes, 4] and [batches, classes, boxes]")
+    center = int(ctx.attr("center_point_box", 0))
+    if center not in (0, 1):
+        raise ctx.error(f"center_point_box must be 0 or 1, got {center}")
+    nb, nc, n = scores.shape
+    shape = tuple(ctx.out_shapes[0])
+    if len(shape) != 2 or shape[1] != 3 or shape[0] > nb * nc * n:
+        raise ctx.error(f"output shape {list(shape)} cannot hold the selected indices of "
+                        f"{nb} x {nc} classes of {n} boxes")
+    limit = _scalar(ctx, 2, 0, I64)
+    iou = _scalar(ctx, 3, 0.0, "float32")
+    floor = _scalar(ctx, 4, 0.0, "float32") if ctx.has_input(4) else None
+    if ctx.has_input(3) and ctx.consts[3] is not None:
+        value = float(ctx.const(3).reshape(-1)[0])
+        if not 0.0 <= value <= 1.0:
+            raise ctx.error(f"iou_threshold must be in [0, 1], got {value}")
+    elif ctx.has_input(3) and ctx.checks is not None:
+        t = _first(iou)
+        pinned.require(ctx, te.all_of([te.ge(t, _f(0.0)), te.le(t, _f(1.0))]),
+                       "iou_threshold must be in [0, 1]")
+    order = top_positions(scores, 2, n, Order(largest=True, is_float=True))
+    reads = [boxes, scores, order] + [v for v in (limit, iou, floor) if isinstance(v, te.Tensor)]
+
+    def write(out: Buffer, buffer_of, scratch) -> Stmt:
+        return _greedy(out, buffer_of, scratch, (nb, nc, n), center,
+                       boxes, scores, order, limit, iou, floor)
+
+    kept = nest_stage((nb, nc, n), I64, "nms_kept", reads, write)
+    if shape[0] == 0:
+        return [te.compute(shape, lambda *i: _c(0), name="nms")]
+    flags = te.compute((nb * nc * n,), lambda f: kept[unflatten(f, (nb, nc, n))],
+                       name="nms_flags")
+    where, count = true_positions(flags, shape[0], "nms")
+    length = output_length(ctx, 0, 0, count)
+
+    def row(k: te.Expr, col: te.Expr) -> te.Expr:
+        b, c, r = unflatten(where[k], (nb, nc, n))
+        return pinned.pick([b, c, order[b, c, r]], col)
+
+    return [dense(shape, 0, length, I64, row, "nms")]
+
+
+def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center: int,
+            boxes: te.Tensor, scores: te.Tensor, order: te.Tensor,
+            limit: te.Tensor | te.Expr, iou: te.Tensor | te.Expr,
+            floor: te.Tensor | te.Expr | None) -> Stmt:
+    """The greedy pass: out[b, c, r] = 1 where the r-th candidate of (b, c) in score order is
+    kept, else 0. Per class a serial loop over the candidates, each compared with every
+    earlier one that was kept (O(n^2) per class, as onnxruntime's)."""
+    nb, nc, n = dims
+    bb, sb, ob = buffer_of(boxes), buffer_of(scores), buffer_of(order)
+    count = scratch("nms_count", I64, (1,))
+    hit = scratch("nms_hit", I64, (1,))
+
+    def scalar(v: te.Tensor | te.Expr) -> te.Expr:
+        return BufLoad(buffer_of(v), _c(0)) if isinstance(v, te.Tensor) else v
+
+    most = te.maximum(scalar(limit), _c(0))
+    threshold = scalar(iou)
+    bc, r, q = te.Var("nms_bc"), te.Var("nms_r"), te.Var("nms_q")
+    b = bc // nc
+
+    def box(i: te.Expr) -> list[te.Expr]:
+        return [BufLoad(bb, (b * n + i) * 4 + k) for k in range(4)]
+
+    cand = BufLoad(ob, bc * n + r)
+    eligible = [te.lt(BufLoad(count, _c(0)), most)]
+    if floor is not None:
+        eligible.append(te.gt(BufLoad(sb, bc * n + cand), scalar(floor)))
+    earlier = BufLoad(ob, bc * n + q)
+    suppressed = te.all_of([te.ne(BufLoad(out, bc * n + q), _c(0)),
+                            overlaps(box(cand), box(earlier), bool(center), threshold)])
+    step = Seq([
+        Store(hit, _c(0), te.select(te.all_of(eligible), _c(0), _c(1))),
+        For(q, r, "serial", Store(hit, _c(0), te.select(suppressed, _c(1),
+                                                        BufLoad(hit, _c(0))))),
+        Store(out, bc * n + r, _c(1) - BufLoad(hit, _c(0))),
+        Store(count, _c(0), BufLoad(count, _c(0)) + BufLoad(out, bc * n + r)),
+    ])
+    return For(bc, _c(nb * nc), "serial", Seq([Store(count, _c(0), _c(0)),
+                                               For(r, _c(n), "serial", step)]))
+
