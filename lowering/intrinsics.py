@@ -19,7 +19,9 @@ int64 strides counted in elements:
                     read row m_valid-1 of A and are not stored; columns past n_valid are masked
     accumulate      1: add into C; 0: overwrite C
     finish, then the fused epilogue's parameters (EPILOGUE_ARGS): on the call that finishes
-                    the reduction, clamp(C + bias[row] + residual, lo, hi)
+                    the reduction, clamp(C + bias + residual, lo, hi), the bias per row
+                    (has_bias 1: a convolution's output channels) or per column (has_bias 2:
+                    a linear layer's output features, bias[j] at bias + j)
 The convolution micro-kernel (`conv_routine`) adds tap loops around the k loop and reads its
 rows as output pixels of a convolution input; the transposing copy (`transpose_routine`) moves
 a lanes x lanes block.

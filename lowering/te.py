@@ -571,6 +571,13 @@ def children(e: Expr) -> tuple[Expr, ...]:
     return ()
 
 
+def add_terms(e: Expr) -> list[Expr]:
+    """The terms of a chain of additions, left to right (`e` itself when it adds nothing)."""
+    if isinstance(e, Binary) and e.op == "add":
+        return add_terms(e.a) + add_terms(e.b)
+    return [e]
+
+
 def loads_in(e: Expr) -> list[Load]:
     """Every tensor load in `e`, outermost first."""
     out = [e] if isinstance(e, Load) else []

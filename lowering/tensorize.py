@@ -103,17 +103,19 @@ def gemm_call(loops: Sequence[Loop], blk: GemmBlock, out: Buffer, out_index: te.
 
 
 def epilogue_args(out: Buffer, bias: BufPtr | None = None, lo: float | None = None,
-                  hi: float | None = None, residual: BufPtr | None = None
-                  ) -> list[BufPtr | te.Expr]:
+                  hi: float | None = None, residual: BufPtr | None = None,
+                  bias_on_columns: bool = False) -> list[BufPtr | te.Expr]:
     """The micro-kernels' epilogue arguments (EPILOGUE_PARAMS): the bias pointer and its
-    flag, the clamps, the residual pointer and its flag; absent parts are off (their
-    pointers then name `out`, never read)."""
+    flag (2: the GEMM kernel's bias per column, see intrinsics), the clamps, the residual
+    pointer and its flag; absent parts are off (their pointers then name `out`, never
+    read)."""
     none = BufPtr(out, te.Const(0, I64))
 
     def flag(on: bool) -> te.Const:
         return te.Const(int(on), I64)
 
-    return [bias or none, flag(bias is not None),
+    bias_flag = te.Const(0 if bias is None else 2 if bias_on_columns else 1, I64)
+    return [bias or none, bias_flag,
             flag(lo is not None), te.Const(lo or 0.0, "float32"),
             flag(hi is not None), te.Const(hi or 0.0, "float32"),
             residual or none, flag(residual is not None)]

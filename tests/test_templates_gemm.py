@@ -33,6 +33,7 @@ from lowering.loop_ir import (  # noqa: E402
     map_exprs,
 )
 from lowering.ops import OPS, OpContext  # noqa: E402
+from lowering.ops.linalg.product import matrix_product  # noqa: E402
 from lowering.search.tuner import Tuner  # noqa: E402
 from lowering.templates.gemm import GemmSpace, GemmTemplate, analyze  # noqa: E402
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit  # noqa: E402
@@ -575,6 +576,57 @@ def test_gemm_kernel_fuses_bias_residual_and_clamps_in_every_schedule(c, h, k, k
         if cfg["parallel"] == "m":  # (N order on these widths accumulates in a line-pitched
             kernel = space.build(cfg).kernel  # scratch, and the epilogue copies it out)
             out_buf = next(b for b in kernel.buffers if b.role == "output")
+            assert not any(_stores_to(st, out_buf) for st in kernel.stages), cfg
+
+
+@pytest.mark.parametrize("m,k,n,residual,act", [
+    (40, 96, 72, False, None),     # + bias[n]: a linear layer; 72 columns: a masked last panel
+    (33, 150, 50, False, "Relu"),  # K blocks below 150: the epilogue on the last one only
+    (16, 64, 24, True, None),      # + residual: BERT's output projections, left to the pass
+])
+def test_gemm_kernel_fuses_a_bias_per_column(m, k, n, residual, act, run_target):
+    """A MatMul's + bias[n] (+ ReLU) is applied by the GEMM micro-kernel to the finished
+    tile, the bias a vector per column vector (flag 2), in every schedule; no pass over the
+    output is left where tiles are stored straight into it. With a residual too, the pass
+    does it all, as before."""
+    a = te.placeholder((m, k), "float32", "a")
+    b = te.placeholder((k, n), "float32", "b")
+    bias = te.placeholder((n,), "float32", "bias")
+    res = te.placeholder((m, n), "float32", "res")
+    prod = matrix_product(a, b)
+
+    def epilogue(i, j):
+        e = prod[i, j] + bias[j]
+        if residual:
+            e = e + res[i, j]
+        if act == "Relu":
+            zero = te.Const(0.0, "float32")
+            e = te.select(te.Binary("lt", e, zero), zero, e)
+        return e
+
+    y = te.compute((m, n), epilogue, "epilogue")
+    inputs = [a, b, bias, *([res] if residual else [])]
+    bw = rand(k, n)
+    space = GemmTemplate.match(inputs, [y], [None, bw, None, None][:len(inputs)], run_target)
+    fe = space.fused_epilogue
+    if residual:  # the residual stays in the pass over the output (see _clamped_bias)
+        assert fe is None
+    else:
+        assert fe is not None and fe.bias is bias and fe.bias_on_columns and fe.residual is None
+    knobs = {kb.name: kb.options for kb in space.knobs}
+    configs = [{**space.default_config(), "block": blk, "kc": kc, "a": am, "parallel": par}
+               for blk in two_blocks(space) for kc in knobs["kc"] for par in knobs["parallel"]
+               for am in knobs["a"]]
+    av, biasv, rv = rand(m, k), rand(n), rand(m, n)
+    ref = av @ bw + biasv + (rv if residual else 0)
+    if act == "Relu":
+        ref = np.maximum(ref, 0)
+    arrays = [av, bw, biasv, *([rv] if residual else [])]
+    for cfg, got in zip(configs, run_all(space, configs, arrays), strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4, err_msg=str(cfg))
+        if space._fuses_epilogue(space.canonical(cfg)):
+            kernel = space.build(space.canonical(cfg)).kernel
+            out_buf = next(x for x in kernel.buffers if x.role == "output")
             assert not any(_stores_to(st, out_buf) for st in kernel.stages), cfg
 
 

@@ -224,15 +224,21 @@ class _GemmWriter:
         return head + " {\n" + "\n".join(self.lines) + "\n}\n", decls
 
     def _fused_epilogue(self, res: list[list[str]], masks: list[str]):
-        """On the call that finishes the reduction (%finish): + bias[row] (rows are output
-        channels), then per stored vector + the residual (laid out like C, read under the
-        store's mask) and the clamps. Returns the tile and the per-vector finisher."""
+        """On the call that finishes the reduction (%finish): + bias[row] (has_bias 1: rows
+        are output channels) or + bias[column] (has_bias 2: a linear layer's bias, a vector
+        per column vector, read under the columns' masks), then per stored vector + the
+        residual (laid out like C, read under the store's mask) and the clamps. Returns the
+        tile and the per-vector finisher."""
         b, vt = self.b, self.vt
         L = b.lanes
         self.emit("%fin = icmp ne i64 %finish, 0")
-        for name in ("bias", "res", "lo", "hi"):
+        for name in ("res", "lo", "hi"):
             on = self.t()
             self.emit(f"{on} = icmp ne i64 %has_{name}, 0")
+            self.emit(f"%f{name} = and i1 %fin, {on}")
+        for name, value in (("bias", 1), ("biasc", 2)):
+            on = self.t()
+            self.emit(f"{on} = icmp eq i64 %has_bias, {value}")
             self.emit(f"%f{name} = and i1 %fin, {on}")
 
         def load_bias() -> list[str]:  # one splat per row; rows past m_valid repeat the last
@@ -244,14 +250,25 @@ class _GemmWriter:
                 out.append(self.splat(x))
             return out
 
+        def load_column_bias() -> list[str]:  # one vector per column vector
+            out = []
+            for v in range(b.nv):
+                p = self.t()
+                self.emit(f"{p} = getelementptr float, ptr %bias, i64 {v * L}")
+                out.append(self.masked_load(p, masks[v]))
+            return out
+
         bias = self._load_or_zero("bias", "%fbias", load_bias)
+        column_bias = self._load_or_zero("biasc", "%fbiasc", load_column_bias)
         out = [[""] * b.nv for _ in range(b.mr)]
         for r in range(b.mr):
             for v in range(b.nv):
-                a, x = self.t(), self.t()
+                a, x, a2, x2 = self.t(), self.t(), self.t(), self.t()
                 self.emit(f"{a} = fadd {vt} {res[r][v]}, {bias[r]}")
                 self.emit(f"{x} = select i1 %fbias, {vt} {a}, {vt} {res[r][v]}")
-                out[r][v] = x
+                self.emit(f"{a2} = fadd {vt} {x}, {column_bias[v]}")
+                self.emit(f"{x2} = select i1 %fbiasc, {vt} {a2}, {vt} {x}")
+                out[r][v] = x2
         bounds = self._bounds({"lo": "%flo", "hi": "%fhi"})
 
         def finish(r: int, v: int, mask: str) -> str:

@@ -403,7 +403,7 @@ class _Builder(ConvModes):
                                       i64(self.ld), klen, m_valid, n_valid, acc,
                                       last if fused else i64(0),
                                       *self._fused_args(fused, self._channel(bvars, io_ * blk.mr),
-                                                        c_off)])
+                                                        c_off, jo_ * blk.nr)])
 
         nk_run = _tiles(self.k_run, nk, self.kc)
 
@@ -546,19 +546,24 @@ class _Builder(ConvModes):
             return first
         return simplify_index(bvars[self.p.group] * self.p.m.size + first)
 
-    def _fused_args(self, fe: FusedEpilogue | None, channel: te.Expr,
-                    out_off: te.Expr) -> list[BufPtr | te.Expr]:
-        """The micro-kernels' epilogue arguments: bias (at output channel `channel`), its
-        flag, the clamps, the residual (at the tile's output offset `out_off`) and its flag;
-        all off for None (pointers then name the output, never read)."""
+    def _fused_args(self, fe: FusedEpilogue | None, channel: te.Expr, out_off: te.Expr,
+                    column: te.Expr | None = None) -> list[BufPtr | te.Expr]:
+        """The micro-kernels' epilogue arguments: bias (at output channel `channel`, or at
+        the tile's first column `column` for a bias per column), its flag, the clamps, the
+        residual (at the tile's output offset `out_off`) and its flag; all off for None
+        (pointers then name the output, never read)."""
         if fe is None:
             return epilogue_args(self.out)
+        at = channel
+        if fe.bias_on_columns:
+            assert column is not None
+            at = column
         return epilogue_args(
             self.out,
-            BufPtr(self.bufs[id(fe.bias)], channel) if fe.bias is not None else None,
+            BufPtr(self.bufs[id(fe.bias)], at) if fe.bias is not None else None,
             fe.lo, fe.hi,
             BufPtr(self.bufs[id(fe.residual)], simplify_index(out_off))
-            if fe.residual is not None else None)
+            if fe.residual is not None else None, fe.bias_on_columns)
 
     def _fused_loop(self, bflat: te.Var, t: te.Var, nb: int, nt: te.Expr, kind: str,
                     body: Stmt) -> Stmt:

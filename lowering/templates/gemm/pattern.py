@@ -399,12 +399,15 @@ def depends_on(t: te.Tensor) -> set[te.Tensor]:
 
 @dataclass
 class FusedEpilogue:
-    """clamp(acc + bias[channel] + residual, lo, hi); None parts are absent."""
+    """clamp(acc + bias + residual, lo, hi); None parts are absent. The bias is per output
+    channel (the M axis), or with `bias_on_columns` per column (the N axis: a linear layer's
+    output features, which the GEMM micro-kernel holds in its vectors)."""
 
     bias: te.Tensor | None
     residual: te.Tensor | None
     lo: float | None
     hi: float | None
+    bias_on_columns: bool = False
 
 
 def clamps_of(e: te.Expr, t: te.Tensor) -> tuple[float | None, float | None, te.Expr] | None:
