@@ -117,6 +117,15 @@ class _GemmWriter:
     def iota(self, start: int) -> str:
         return "<" + ", ".join(f"i64 {start + i}" for i in range(self.b.lanes)) + ">"
 
+    def column_vectors(self, ptr: str, masks: list[str]) -> list[str]:
+        """A tile row's NV vectors from `ptr` (a bias per column), each under its mask."""
+        out = []
+        for v in range(self.b.nv):
+            p = self.t()
+            self.emit(f"{p} = getelementptr float, ptr {ptr}, i64 {v * self.b.lanes}")
+            out.append(self.masked_load(p, masks[v]))
+        return out
+
     def column_masks(self) -> list[str]:
         """Per vector of a tile row, the lanes below %n_valid."""
         L = self.b.lanes
@@ -250,16 +259,9 @@ class _GemmWriter:
                 out.append(self.splat(x))
             return out
 
-        def load_column_bias() -> list[str]:  # one vector per column vector
-            out = []
-            for v in range(b.nv):
-                p = self.t()
-                self.emit(f"{p} = getelementptr float, ptr %bias, i64 {v * L}")
-                out.append(self.masked_load(p, masks[v]))
-            return out
-
         bias = self._load_or_zero("bias", "%fbias", load_bias)
-        column_bias = self._load_or_zero("biasc", "%fbiasc", load_column_bias)
+        column_bias = self._load_or_zero("biasc", "%fbiasc",
+                                         lambda: self.column_vectors("%bias", masks))
         out = [[""] * b.nv for _ in range(b.mr)]
         for r in range(b.mr):
             for v in range(b.nv):
@@ -607,18 +609,8 @@ class _ConvWriter(_GemmWriter):
     def _add_bias(self, res: list[str], masks: list[str]) -> list[str]:
         """+ bias[j] (has_bias) on the finished tile, columns being output channels."""
         b, vt = self.b, self.vt
-        L = b.lanes
         self.emit("%fb = icmp ne i64 %has_bias, 0")
-
-        def load_bias() -> list[str]:
-            out = []
-            for v in range(b.nv):
-                p = self.t()
-                self.emit(f"{p} = getelementptr float, ptr %bias, i64 {v * L}")
-                out.append(self.masked_load(p, masks[v]))
-            return out
-
-        bias = self._load_or_zero("bias", "%fb", load_bias)
+        bias = self._load_or_zero("bias", "%fb", lambda: self.column_vectors("%bias", masks))
         out = []
         for r in range(b.mr):
             for v in range(b.nv):
