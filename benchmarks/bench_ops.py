@@ -20,7 +20,9 @@ depthwise ones are named `mv2.dw*`); softmax and layer normalisation over [128, 
 on this machine: the AVX2 code's speed, % of peak against the 256-bit FMA peak (onnxruntime
 still runs its own, widest kernels). `--pages huge` gives both engines inputs and outputs in
 transparent huge pages, as a layer's activations are inside a network compiled by aotc. Each
-bundle is flushed to disk before it is timed (timing.flush_files).
+bundle is flushed to disk before it is timed (timing.flush_files). Each thread count gets a
+bundle compiled for it (`aotc optimize --threads N`, onnxruntime's session the same intra-op
+count); `--bundle-threads host` compiles one for all cores and runs it at every count.
 """
 
 from __future__ import annotations
@@ -185,13 +187,14 @@ def all_cases(quick: bool) -> list[Case]:
     return cases
 
 
-def compile_case(case: Case, work: Path, target: str = "cpu") -> Path:
+def compile_case(case: Case, work: Path, target: str = "cpu", threads: int = 0) -> Path:
+    """The case's bundle, its schedules chosen for `threads` (0: all cores)."""
     folder = work / case.name
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "model.onnx"
     onnx.save(case.model, str(path))
-    bundle = folder / "bundle"
-    optimize_model(path, bundle, input_shapes=[], name="op", target=target)
+    bundle = folder / f"bundle.t{threads}"
+    optimize_model(path, bundle, input_shapes=[], name="op", target=target, threads=threads)
     build_bundle(bundle, target="shared")
     return bundle
 
@@ -285,6 +288,9 @@ def main() -> None:
     ap.add_argument("--pages", choices=("4k", "huge"), default="4k",
                     help="memory of the cases' inputs and outputs (both engines): ordinary "
                          "pages, or transparent huge pages like aotc's workspace in a network")
+    ap.add_argument("--bundle-threads", choices=("per-run", "host"), default="per-run",
+                    help="per-run: a bundle compiled for each --threads count; host: one "
+                         "bundle compiled for all cores")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     load_before = load_average()
@@ -295,9 +301,11 @@ def main() -> None:
         ap.error("--clock thread needs --threads 1 (worker threads' time would be left out)")
     with tempfile.TemporaryDirectory(prefix="aotc_bench_ops_") as tmp:
         for case in cases:
-            bundle = compile_case(case, Path(tmp), args.target)
-            flush_files()
+            host = None if args.bundle_threads == "per-run" else \
+                compile_case(case, Path(tmp), args.target)
             for t in threads:
+                bundle = host or compile_case(case, Path(tmp), args.target, t)
+                flush_files()
                 time_case(case, bundle, t, args.runs, CLOCKS[args.clock], args.target,
                           args.pages)
     print(f"load average before: {load_before}, after: {load_average()}; clock: {args.clock}; "
