@@ -152,6 +152,19 @@ def test_nms_declared_row_count_is_checked_when_it_runs() -> None:
     assert e.value.status == 13
 
 
+def test_nms_declared_empty_output_is_checked_when_it_runs() -> None:
+    """A declared [0, 3] output with a run-time limit: a limit of 0 runs, a limit that
+    selects boxes stops the run (status 13)."""
+    program = compile_onnx(_model(1, 1, 6, {"iou": 0.5}, run_time=("m",), out_rows=0))
+    x = [_boxes(np.random.default_rng(10), 1, 6, 0, False),
+         _scores(np.random.default_rng(11), 1, 1, 6)]
+    (got,) = run_program(program, [*x, np.array([0], np.int64)])
+    assert got.shape == (0, 3)
+    with pytest.raises(RunFailed) as e:
+        run_program(program, [*x, np.array([3], np.int64)])
+    assert e.value.status == 13
+
+
 def test_nms_iou_threshold_out_of_range() -> None:
     with pytest.raises(AotcError, match=r"iou_threshold must be in \[0, 1\], got 1.5"):
         compile_onnx(_model(1, 1, 4, {"m": 2, "iou": 1.5}))

@@ -117,11 +117,13 @@ def non_max_suppression(ctx: OpContext) -> list[te.Tensor]:
                        boxes, scores, order, limit, iou, floor)
 
     kept = nest_stage((nb, nc, n), I64, "nms_kept", reads, write)
-    if shape[0] == 0:
-        return [te.compute(shape, lambda *i: _c(0), name="nms")]
     flags = te.compute((nb * nc * n,), lambda f: kept[unflatten(f, (nb, nc, n))],
                        name="nms_flags")
-    where, count = true_positions(flags, shape[0], "nms")
+    where, count = true_positions(flags, max(shape[0], 1), "nms")
+    if shape[0] == 0:  # no rows: nothing to write, unless the data select some (a check)
+        if not _no_boxes(ctx):
+            output_length(ctx, 0, 0, count)
+        return [te.compute(shape, lambda *i: _c(0), name="nms")]
     length = output_length(ctx, 0, 0, count)
 
     def row(k: te.Expr, col: te.Expr) -> te.Expr:
@@ -129,6 +131,13 @@ def non_max_suppression(ctx: OpContext) -> list[te.Tensor]:
         return pinned.pick([b, c, order[b, c, r]], col)
 
     return [dense(shape, 0, length, I64, row, "nms")]
+
+
+def _no_boxes(ctx: OpContext) -> bool:
+    """Whether max_output_boxes_per_class is absent or a constant of at most 0."""
+    if not ctx.has_input(2):
+        return True
+    return ctx.consts[2] is not None and int(ctx.const(2).reshape(-1)[0]) <= 0
 
 
 def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center: int,
