@@ -258,12 +258,12 @@ class GemmSpace(GemmCost, ScheduleSpace):
 
     def _clamped_bias(self) -> FusedEpilogue | None:
         """The epilogue as clamp(acc + bias + residual, lo, hi), each part optional (a bare
-        convolution, bias, ReLU, Clip, a ResNet block's Add + ReLU, a linear layer's bias and
-        residual): the micro-kernels apply it to a finished tile in registers. The bias is per
-        output channel (the reduction's initial value; the convolution kernel's columns, the
-        GEMM kernel's rows), or, where there is no pixel mode, per column of the GEMM kernel
-        (a MatMul's + bias[n] in the epilogue, which a separate pass over the output cost
-        1-5 % of BERT's feed-forward products). None for anything else."""
+        convolution, bias, ReLU, Clip, a ResNet block's Add + ReLU, a linear layer's bias):
+        the micro-kernels apply it to a finished tile in registers instead of a pass over the
+        output. The bias is per output channel (the reduction's initial value; the
+        convolution kernel's columns, the GEMM kernel's rows), or, where there is no pixel
+        mode, per column of the GEMM kernel (a MatMul's + bias[n] in the epilogue). None for
+        anything else."""
         p = self.pat
         bias = None
         if not (isinstance(p.init, te.Const) and float(p.init.value) == 0.0):
@@ -307,8 +307,7 @@ class GemmSpace(GemmCost, ScheduleSpace):
                 return None
         if on_columns and residual is not None:
             # read in the micro-kernel's last call, a MatMul's residual rows (a column strip
-            # of each) missed the cache there: 1.03-1.08x the time of the pass over the output
-            # (BERT's output projections, Zen 3)
+            # of each) miss the cache there: slower than the pass (RESULTS.md, 2026-11-29)
             return None
         return FusedEpilogue(bias, residual, lo, hi, on_columns)
 
