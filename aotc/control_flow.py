@@ -28,6 +28,7 @@ import onnx_ir as ir
 
 from aotc.errors import AotcError
 from aotc.frontend import irutil
+from aotc.frontend.computed_lengths import computed_axis
 from aotc.package.program import Branch, BufferRef, Check, Item, Loop
 from lowering import te
 from lowering.default_schedule import default_schedule
@@ -270,6 +271,16 @@ class _Body:
         symbol = self.c.add_kernel(lower_kernel("k", [x], [y],
                                                 lambda t: default_schedule(t, lanes)))
         self.c.steps.append(_PendingStep(symbol, [src, dst], f"{self.label}:{what}"))
+
+    def constant(self, dst: _Loc, value: int, what: str) -> None:
+        """A step storing the int64 `value` at `dst`."""
+        from aotc.compiler import _PendingStep
+
+        y = te.compute((), lambda: te.Const(value, "int64"), name="constant")
+        lanes = self.c.target.vector_lanes_f32
+        symbol = self.c.add_kernel(lower_kernel("k", [], [y],
+                                                lambda t: default_schedule(t, lanes)))
+        self.c.steps.append(_PendingStep(symbol, [dst], f"{self.label}:{what}"))
 
     def own(self, v: ir.Value) -> bool:
         """Whether `v`'s buffer is its own, written by a kernel of the body just compiled."""
@@ -590,22 +601,52 @@ class _If(_Body):
                 raise self.error(f"{name} gives {len(g.outputs)} outputs, the node has "
                                  f"{len(node.outputs)}")
             for o, b in zip(node.outputs, g.outputs, strict=True):
-                if self.info(o) != self.info(b):
+                if not self._fits(o, b):
                     raise self.error(
                         f"output '{o.name}' is {self.info(o)[1]}{list(self.info(o)[0])}, "
                         f"{name} gives {self.info(b)[1]}{list(self.info(b)[0])}",
-                        hint="branches whose outputs differ in shape need run-time shapes, "
-                             "not supported yet")
+                        hint="branches whose outputs differ in shape compile where the output "
+                             "is a graph output of undeclared shape, differing along one axis")
         slots = [c._new_arena(o) for o in node.outputs]
+        lengths = self._length_slots()
         c.steps.append(BranchOpen(self.label, [c.location(cond)]))
         for g, marker in ((then, BranchElse), (other, BranchClose)):
             since = len(c.steps)
             self.compile_graph(g)
             for j, (b, slot) in enumerate(zip(g.outputs, slots, strict=True)):
                 self.deliver(b, slot, since, f"output{j}")
+            for j, at in lengths.items():  # the length this branch gives output j
+                axis = computed_axis(node.outputs[j])
+                assert axis is not None
+                self.constant(at, self.info(g.outputs[j])[0][axis], f"output{j} length")
             c.steps.append(marker())
         for o, slot in zip(node.outputs, slots, strict=True):
             c.loc[o] = slot
+
+    def _fits(self, o: ir.Value, b: ir.Value) -> bool:
+        """Whether branch output `b` fits the node's output `o`: the same type and shape, or,
+        for an output whose length the run computes (computed_lengths._if), the same but
+        along that axis, where it is at most the bound. Either way `b` lands dense at the
+        start of `o`'s buffer, the layout a computed length reads."""
+        (so, to), (sb, tb) = self.info(o), self.info(b)
+        axis = computed_axis(o)
+        if axis is None or to != tb or len(so) != len(sb):
+            return (so, to) == (sb, tb)
+        return all(x == y if i != axis else y <= x
+                   for i, (x, y) in enumerate(zip(so, sb, strict=True)))
+
+    def _length_slots(self) -> dict[int, _Loc]:
+        """Per output whose length the run computes, the arena slot of that length (an int64
+        the caller reads after the run, as for NonZero's: compiler.length_slots)."""
+        c, out = self.c, {}
+        for j, o in enumerate(self.node.outputs):
+            if computed_axis(o) is None:
+                continue
+            slot = ir.Value(name=f"{o.name}__length", shape=ir.Shape([]),
+                            type=ir.TensorType(ir.DataType.INT64))
+            c.length_slots[o] = slot
+            c.loc[slot] = out[j] = c._new_arena(slot)
+        return out
 
 
 def as_ref(loc: _Loc, offset_of) -> BufferRef:

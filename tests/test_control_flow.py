@@ -304,13 +304,43 @@ def test_if_run_time_condition(cond) -> None:
     assert len(items_of(program, Branch)) == 1
 
 
-def test_if_branches_of_different_shapes_are_refused() -> None:
+def concat_if(axis: int, declared=None) -> onnx.ModelProto:
+    """y = c ? x : concat(x, x) along `axis`, x [3, 4]: the branches differ along it."""
     then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
-                             [vi("t", [4])])
-    other = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e"], axis=0)], "else",
-                              [], [vi("e", [8])])
+                             [vi("t", [3, 4])])
+    other = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["e"], axis=axis)],
+                              "else", [], [vi("e", [6, 4] if axis == 0 else [3, 8])])
+    return model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                 [vi("c", [], TP.BOOL), vi("x", [3, 4])], [vi("y", declared or [None, None])])
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_if_branches_of_different_lengths(axis: int) -> None:
+    """An If output whose branches differ along one axis: bounded by the longer branch, each
+    branch writing its own shape dense at the start of the buffer and its length where the
+    executor reports it (computed_lengths._if, control_flow._If)."""
+    m = concat_if(axis)
+    program = compile_onnx(m)
+    out = program.outputs[0]
+    assert out.computed_axis == axis and out.shape == ((6, 4) if axis == 0 else (3, 8))
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    for c in (True, False):
+        (got,), (want,) = run_program(program, [np.array(c), x]), ort_outputs(m, [np.array(c), x])
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_if_branches_of_different_shapes_are_refused() -> None:
+    """Where the output is declared, or the branches differ along two axes, the shapes
+    must agree."""
+    with pytest.raises(AotcError, match="then_branch gives float32\\[3, 4\\]"):
+        compile_onnx(concat_if(0, declared=[6, 4]))
+    then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
+                             [vi("t", [3, 4])])
+    other = helper.make_graph([helper.make_node("Transpose", ["x"], ["e"], perm=[1, 0])],
+                              "else", [], [vi("e", [4, 3])])
     m = model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
-              [vi("c", [], TP.BOOL), vi("x", [4])], [vi("y", None)])
+              [vi("c", [], TP.BOOL), vi("x", [3, 4])], [vi("y", [None, None])])
     with pytest.raises(AotcError, match="shape"):
         compile_onnx(m)
 
@@ -380,6 +410,25 @@ def test_bundle_runs_control_flow_under_sanitizers(tmp_path: Path) -> None:
         for g, w, p in zip(got, want, inprocess, strict=True):
             assert_close(g, w, 1e-5)
             np.testing.assert_array_equal(g, p)
+
+
+def test_bundle_reports_the_length_the_branch_gives(tmp_path: Path) -> None:
+    """The If of different lengths as a bundle (run_model under the sanitizers): the header
+    documents the bound, the .npy files have the taken branch's shape."""
+    m = concat_if(1)
+    out = tmp_path / "if"
+    write_bundle(compile_onnx(m), out)
+    assert "output 0 axis 1: at most 8" in (out / "model.h").read_text()
+    build_bundle(out, cflags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined",
+                 ldflags="-fsanitize=address,undefined")
+    env = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    for c in (True, False, True):
+        feeds = [np.array(c), x]
+        (got,), (want,) = run_model_process(out, feeds, env=env), ort_outputs(m, feeds)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
 
 
 # -- PyTorch ---------------------------------------------------------------------------------

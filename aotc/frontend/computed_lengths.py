@@ -1,5 +1,5 @@
 """Outputs whose length the data decides (NonZero, Unique, Compress by a run-time condition,
-NonMaxSuppression).
+NonMaxSuppression, an If whose branches differ in length along one axis).
 
 Such an output has no shape before the model runs: onnx's inference leaves one axis unknown.
 Where the model does not declare it, the frontend gives the output its bound (the most the
@@ -90,11 +90,32 @@ def _nms(node: ir.Node, dims: list[tuple[int, ...] | None]) -> Bounds | None:
     return [((batches * classes * per_class, 3), 0)]
 
 
+def _if(node: ir.Node, dims: list[tuple[int, ...] | None]) -> Bounds | None:
+    """An If whose branches give an output of shapes that differ along one axis: the larger
+    is its bound, the branch the run takes its length (control_flow._If)."""
+    branches = [node.attributes[k].as_graph() for k in ("then_branch", "else_branch")
+                if k in node.attributes]
+    if len(branches) != 2 or len(branches[0].outputs) != len(branches[1].outputs):
+        return None
+    bounds: Bounds = []
+    for a, b in zip(branches[0].outputs, branches[1].outputs, strict=True):
+        sa, sb = irutil.static_dims(a.shape), irutil.static_dims(b.shape)
+        if sa is None or sb is None or len(sa) != len(sb):
+            return None
+        differ = [i for i, (x, y) in enumerate(zip(sa, sb, strict=True)) if x != y]
+        if len(differ) > 1:
+            return None
+        bounds.append((tuple(max(x, y) for x, y in zip(sa, sb, strict=True)),
+                       differ[0] if differ else None))
+    return bounds
+
+
 BOUNDS: dict[str, Callable[[ir.Node, list[tuple[int, ...] | None]], Bounds | None]] = {
     "NonZero": _nonzero,
     "Unique": _unique,
     "Compress": _compress,
     "NonMaxSuppression": _nms,
+    "If": _if,
 }
 
 
