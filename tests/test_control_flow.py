@@ -304,6 +304,43 @@ def test_if_run_time_condition(cond) -> None:
     assert len(items_of(program, Branch)) == 1
 
 
+def test_lstm_in_both_branches_of_a_run_time_if() -> None:
+    """The voice-activity pattern: an If on the sample rate (an input) chooses between two
+    LSTMs with weights of their own, their final states as the outputs."""
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(6)
+    steps, hidden, features = 5, 16, 8
+
+    def branch(tag: str) -> onnx.GraphProto:
+        weights = [numpy_helper.from_array(
+            (rng.standard_normal(shape) * 0.3).astype(np.float32), f"{name}{tag}")
+            for name, shape in (("W", (1, 4 * hidden, features)),
+                                ("R", (1, 4 * hidden, hidden)), ("B", (1, 8 * hidden)))]
+        return helper.make_graph(
+            [helper.make_node("LSTM", ["x", f"W{tag}", f"R{tag}", f"B{tag}", "", "h0", "c0"],
+                              [f"Y{tag}", f"Yh{tag}", f"Yc{tag}"], hidden_size=hidden),
+             helper.make_node("Squeeze", [f"Yh{tag}", "axis0"], [f"h{tag}"])],
+            f"lstm_{tag}", [], [vi(f"h{tag}", [1, hidden]), vi(f"Yc{tag}", [1, 1, hidden])],
+            weights)
+
+    m = model([helper.make_node("Equal", ["sr", "rate16k"], ["c"]),
+               helper.make_node("If", ["c"], ["h", "state"], then_branch=branch("a"),
+                                else_branch=branch("b"))],
+              [vi("x", [steps, 1, features]), vi("h0", [1, 1, hidden]), vi("c0", [1, 1, hidden]),
+               vi("sr", [], TP.INT64)],
+              [vi("h", [1, hidden]), vi("state", [1, 1, hidden])],
+              [helper.make_tensor("rate16k", TP.INT64, [], [16000]),
+               helper.make_tensor("axis0", TP.INT64, [1], [0])])
+    for rate in (16000, 8000):
+        feeds = [rng.standard_normal((steps, 1, features)).astype(np.float32),
+                 (rng.standard_normal((1, 1, hidden)) * 0.1).astype(np.float32),
+                 (rng.standard_normal((1, 1, hidden)) * 0.1).astype(np.float32),
+                 np.array(rate, np.int64)]
+        program = check(m, feeds)
+    assert len(items_of(program, Branch)) == 1
+
+
 def concat_if(axis: int, declared=None) -> onnx.ModelProto:
     """y = c ? x : concat(x, x) along `axis`, x [3, 4]: the branches differ along it."""
     then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
