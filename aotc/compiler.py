@@ -32,6 +32,7 @@ from lowering.schedule import ScheduleError, StageSchedule
 from lowering.search.select import space_for
 from lowering.search.space import Config, ScheduleSpace
 from lowering.search.tuner import Tuner
+from lowering.verify import verify_kernel
 from targets.cpu.codegen import ModuleBuilder, optimize_and_emit
 from targets.cpu.target import CpuTarget
 from targets.gpu.codegen import GpuModule, cuda_to_ptx, module_of
@@ -466,6 +467,7 @@ class _Compiler:
         if key not in self.kernel_symbol:
             symbol = f"{self.name}_k{len(self.kernel_symbol)}"
             kernel.name = symbol
+            verify_kernel(kernel)
             if isinstance(self.target, GpuTarget):
                 try:  # now, so that a kernel the renderer cannot take names its node
                     self.rendered[symbol] = render_kernel(kernel, len(self.dims))
