@@ -23,7 +23,7 @@ from lowering.loop_ir import Buffer, BufLoad, For, Seq, Stmt, Store
 from lowering.nest import nest_stage
 from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import unflatten
-from lowering.ops.reduce.topk_select import Order, top_positions
+from lowering.ops.reduce.topk_select import Order, ranks_along
 from lowering.ops.run_length import dense, output_length, true_positions
 
 I64 = "int64"
@@ -109,16 +109,17 @@ def non_max_suppression(ctx: OpContext) -> list[te.Tensor]:
         t = _first(iou)
         pinned.require(ctx, te.all_of([te.ge(t, _f(0.0)), te.le(t, _f(1.0))]),
                        "iou_threshold must be in [0, 1]")
-    order = top_positions(scores, 2, n, Order(largest=True, is_float=True))
-    reads = [boxes, scores, order] + [v for v in (limit, iou, floor) if isinstance(v, te.Tensor)]
+    rank = ranks_along(scores, 2, Order(largest=True, is_float=True))
+    reads = [boxes, scores, rank] + [v for v in (limit, iou, floor) if isinstance(v, te.Tensor)]
 
     def write(out: Buffer, buffer_of, scratch) -> Stmt:
         return _greedy(out, buffer_of, scratch, (nb, nc, n), center,
-                       boxes, scores, order, limit, iou, floor)
+                       boxes, scores, rank, limit, iou, floor)
 
+    # per candidate in score order: its box index + 1 where kept, else 0
     kept = nest_stage((nb, nc, n), I64, "nms_kept", reads, write)
-    flags = te.compute((nb * nc * n,), lambda f: kept[unflatten(f, (nb, nc, n))],
-                       name="nms_flags")
+    flags = te.compute((nb * nc * n,), lambda f: te.cast(I64, te.gt(
+        kept[unflatten(f, (nb, nc, n))], _c(0))), name="nms_flags")
     where, count = true_positions(flags, max(shape[0], 1), "nms")
     if shape[0] == 0:  # no rows: nothing to write, unless the data select some (a check)
         if not _no_boxes(ctx):
@@ -128,7 +129,7 @@ def non_max_suppression(ctx: OpContext) -> list[te.Tensor]:
 
     def row(k: te.Expr, col: te.Expr) -> te.Expr:
         b, c, r = unflatten(where[k], (nb, nc, n))
-        return pinned.pick([b, c, order[b, c, r]], col)
+        return pinned.pick([b, c, kept[b, c, r] - 1], col)
 
     return [dense(shape, 0, length, I64, row, "nms")]
 
@@ -141,42 +142,50 @@ def _no_boxes(ctx: OpContext) -> bool:
 
 
 def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center: int,
-            boxes: te.Tensor, scores: te.Tensor, order: te.Tensor,
+            boxes: te.Tensor, scores: te.Tensor, rank: te.Tensor,
             limit: te.Tensor | te.Expr, iou: te.Tensor | te.Expr,
             floor: te.Tensor | te.Expr | None) -> Stmt:
-    """The greedy pass: out[b, c, r] = 1 where the r-th candidate of (b, c) in score order is
-    kept, else 0. Per class a serial loop over the candidates, each compared with every
-    earlier one that was kept (O(n^2) per class, as onnxruntime's)."""
+    """The greedy pass: out[b, c, r] = the box index + 1 of the r-th candidate of (b, c) in
+    score order where it is kept, else 0. Per class: the candidates put in score order (each
+    box at its rank), then a serial loop over them, each compared with the boxes kept so far
+    (listed in a scratch as they are kept), as onnxruntime's: n times the kept count overlap
+    tests per class, not n^2."""
     nb, nc, n = dims
-    bb, sb, ob = buffer_of(boxes), buffer_of(scores), buffer_of(order)
+    bb, sb, rb = buffer_of(boxes), buffer_of(scores), buffer_of(rank)
     count = scratch("nms_count", I64, (1,))
     hit = scratch("nms_hit", I64, (1,))
+    order = scratch("nms_order", I64, (n,))
+    kept = scratch("nms_kept_boxes", I64, (n,))
 
     def scalar(v: te.Tensor | te.Expr) -> te.Expr:
         return BufLoad(buffer_of(v), _c(0)) if isinstance(v, te.Tensor) else v
 
     most = te.maximum(scalar(limit), _c(0))
     threshold = scalar(iou)
-    bc, r, q = te.Var("nms_bc"), te.Var("nms_r"), te.Var("nms_q")
+    bc, i, r, q = te.Var("nms_bc"), te.Var("nms_i"), te.Var("nms_r"), te.Var("nms_q")
     b = bc // nc
 
-    def box(i: te.Expr) -> list[te.Expr]:
-        return [BufLoad(bb, (b * n + i) * 4 + k) for k in range(4)]
+    def box(j: te.Expr) -> list[te.Expr]:
+        return [BufLoad(bb, (b * n + j) * 4 + k) for k in range(4)]
 
-    cand = BufLoad(ob, bc * n + r)
-    eligible = [te.lt(BufLoad(count, _c(0)), most)]
+    so_far = BufLoad(count, _c(0))
+    cand = BufLoad(order, r)
+    eligible = [te.lt(so_far, most)]
     if floor is not None:
         eligible.append(te.gt(BufLoad(sb, bc * n + cand), scalar(floor)))
-    earlier = BufLoad(ob, bc * n + q)
-    suppressed = te.all_of([te.ne(BufLoad(out, bc * n + q), _c(0)),
-                            overlaps(box(cand), box(earlier), bool(center), threshold)])
+    suppressed = overlaps(box(cand), box(BufLoad(kept, q)), bool(center), threshold)
+    taken = _c(1) - BufLoad(hit, _c(0))
+    ok = te.all_of(eligible)
     step = Seq([
-        Store(hit, _c(0), te.select(te.all_of(eligible), _c(0), _c(1))),
-        For(q, r, "serial", Store(hit, _c(0), te.select(suppressed, _c(1),
-                                                        BufLoad(hit, _c(0))))),
-        Store(out, bc * n + r, _c(1) - BufLoad(hit, _c(0))),
-        Store(count, _c(0), BufLoad(count, _c(0)) + BufLoad(out, bc * n + r)),
+        Store(hit, _c(0), te.select(ok, _c(0), _c(1))),
+        # (an ineligible candidate, past the class's limit or under the score threshold,
+        # compares with nothing)
+        For(q, te.select(ok, so_far, _c(0)), "serial", Store(
+            hit, _c(0), te.select(suppressed, _c(1), BufLoad(hit, _c(0))))),
+        Store(out, bc * n + r, taken * (cand + _c(1))),
+        Store(kept, so_far, cand),  # (overwritten by the next kept box if this one is not)
+        Store(count, _c(0), so_far + taken),
     ])
-    return For(bc, _c(nb * nc), "serial", Seq([Store(count, _c(0), _c(0)),
+    in_order = For(i, _c(n), "serial", Store(order, te.cast(I64, BufLoad(rb, bc * n + i)), i))
+    return For(bc, _c(nb * nc), "serial", Seq([in_order, Store(count, _c(0), _c(0)),
                                                For(r, _c(n), "serial", step)]))
-

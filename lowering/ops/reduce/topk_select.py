@@ -80,12 +80,7 @@ def top_positions(x: te.Tensor, axis: int, k: int, order: Order) -> te.Tensor:
 
     b = block_size(n, k)
     if b is None:
-        def rank(*i: te.Expr) -> te.Expr:
-            r = te.reduce_axis(n, "j")
-            beaten = order.beats(x[at(i, r.var)], r.var, x[i], i[axis])
-            return te.reduce("sum", te.select(beaten, _one(), _zero()), [r])
-
-        ranks = te.compute(x.shape, rank, name="topk_rank")
+        ranks = ranks_along(x, axis, order)
 
         def pick(*o: te.Expr) -> te.Expr:
             r = te.reduce_axis(n, "j")
@@ -94,6 +89,19 @@ def top_positions(x: te.Tensor, axis: int, k: int, order: Order) -> te.Tensor:
 
         return te.compute(out_shape, pick, name="topk_indices")
     return _blocked(x, axis, k, order, b, out_shape)
+
+
+def ranks_along(x: te.Tensor, axis: int, order: Order) -> te.Tensor:
+    """Each element's rank along `axis` in `order` (0: the best; int32): how many elements of
+    its row come before it, n compares each."""
+    n = x.shape[axis]
+
+    def rank(*i: te.Expr) -> te.Expr:
+        r = te.reduce_axis(n, "j")
+        beaten = order.beats(x[(*i[:axis], r.var, *i[axis + 1:])], r.var, x[i], i[axis])
+        return te.reduce("sum", te.select(beaten, _one(), _zero()), [r])
+
+    return te.compute(x.shape, rank, name="topk_rank")
 
 
 def _blocked(x: te.Tensor, axis: int, k: int, order: Order, b: int,
