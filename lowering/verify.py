@@ -14,7 +14,9 @@ Checked:
 - every index, bound and value: its variables bound by an enclosing loop (run-time
   dimensions are the `dims` argument's), no tensor load left unlowered, no marker of a
   stage only a template lowers (a recurrence, a hand-written nest);
-- every store: not into an input, the value of the buffer's type, an int64 index.
+- every store: not into an input, the value of the buffer's type in registers (a float32
+  value into a float16, bfloat16 or 8-/4-bit float buffer is a rounding store, as te.py
+  defines them), an int64 index.
 """
 
 from __future__ import annotations
@@ -39,6 +41,13 @@ from lowering.loop_ir import (
 ARGUMENT_ROLES = ("input", "output", "scratch")  # in this order in Kernel.buffers
 DECLARED_ROLES = ("local", "fragment")  # declared by a GPU kernel, not passed
 INDEX_DTYPES = ("int64", "int32")
+# The types held as a float32 in registers; a store into a buffer of one of them rounds.
+ROUNDED_BY_STORE = (*te.HALF_DTYPES, *te.NARROW_FLOAT_DTYPES)
+
+
+def register_dtype(dtype: str) -> str:
+    """The type a value of `dtype` has in registers."""
+    return "float32" if dtype in ROUNDED_BY_STORE else dtype
 
 
 class LoopIRError(Exception):
@@ -106,7 +115,7 @@ class _Verifier:
             self.buffer(s.buf, at)
             if s.buf.role == "input":
                 raise self.fail(f"{at}: the buffer is an input")
-            if s.value.dtype != s.buf.dtype:
+            if register_dtype(s.value.dtype) != register_dtype(s.buf.dtype):
                 raise self.fail(f"{at}: a {s.value.dtype} value into a {s.buf.dtype} buffer")
             self.index(s.index, at)
             self.expr(s.index, bound, at)

@@ -69,6 +69,8 @@ def test_every_rule() -> None:
         "the buffer is an input": copy_kernel(dst=x, x=x, y=y),
         "a float32 value into a int64 buffer": copy_kernel(
             y=Buffer("o1", "int64", (8,), "output")),
+        "a float64 value into a float16 buffer": copy_kernel(
+            value=te.Const(2.0, "float64"), y=Buffer("o1", "float16", (8,), "output")),
         "unknown loop kind 'sideways'": copy_kernel(kind="sideways"),
         "a tensor load \\(t\\) left unlowered": copy_kernel(value=placeholder[i]),
         "stands for a stage that only a template lowers": copy_kernel(
@@ -84,6 +86,13 @@ def test_every_rule() -> None:
     for message, kernel in cases.items():
         with pytest.raises(LoopIRError, match=message):
             verify_kernel(kernel)
+
+
+def test_a_float32_value_into_a_half_buffer_is_a_rounding_store() -> None:
+    # te.py's contract: a half or narrow float is a float32 in registers, a store rounds (the
+    # tensor-core staging copies store float32 operands into float16 buffers this way).
+    for dtype in ("float16", "bfloat16", "float8_e4m3fn"):
+        verify_kernel(copy_kernel(y=Buffer("o1", dtype, (8,), "output")))
 
 
 def test_the_compiler_verifies_every_kernel_it_adds(monkeypatch) -> None:
