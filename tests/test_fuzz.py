@@ -1,11 +1,14 @@
 """A few hundred fuzzed sample models (tests/fuzz/): each ends in exit 0 or 2, never an internal
 error, a hang or a crash, and each that compiles builds and runs. The long campaign is
-`python tests/fuzz/run.py --cases 10000` (figures in tests/fuzz/RESULTS.md)."""
+`python tests/fuzz/run.py --cases 10000` (figures in tests/fuzz/RESULTS.md). The few hundred
+take two minutes: a `slow` test (`pytest -m slow`)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
@@ -15,6 +18,7 @@ from mutations import KINDS  # noqa: E402
 CASES = 30 * len(KINDS)
 
 
+@pytest.mark.slow
 def test_fuzzed_sample_models_end_in_exit_0_or_2(tmp_path: Path) -> None:
     outcomes = run_campaign(range(CASES), seed=0, jobs=2, keep=tmp_path)
     assert len(outcomes) == CASES
