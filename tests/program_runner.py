@@ -60,15 +60,17 @@ def compile_onnx(model, input_shapes=None, passes: bool = True) -> Program:
     return compile_model(load_graph(model, input_shapes, passes), host_target())
 
 
-def bind_steps(program: Program, inputs: list[np.ndarray], length: int | None = None):
+def bind_steps(program: Program, inputs: list[np.ndarray], length: int | None = None,
+               lib: ctypes.CDLL | None = None):
     """The program's items as calls ready to run, in order: (kernel function, its `bufs`
     pointer array) each, over one arena, the weights and the given inputs as the C executor
     lays them out; returns the calls, the output arrays and what must stay alive with them.
     A loop or a branch is one call too: a Python function with the kernel's signature that
     runs its body as the C executor does (references moved by the iteration, early exit, odd
     exit, the branch chosen by its condition). `length`: the run-time dimension's value
-    (a program with one; default its bound): inputs and outputs are dense at that length."""
-    lib = link_serial(program.kernel_object)
+    (a program with one; default its bound): inputs and outputs are dense at that length.
+    `lib`: the kernel object already loaded (default: linked with a serial parallel loop)."""
+    lib = lib or link_serial(program.kernel_object)
     n = program.dims[0].hi if program.dims and length is None else length
     arena = np.zeros(program.arena_size + 64, dtype=np.uint8)
     arena_base = arena.ctypes.data + (-arena.ctypes.data) % 64

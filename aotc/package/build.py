@@ -71,16 +71,18 @@ def build_bundle(
         raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
 
-def build_runtime_library(out_dir: Path, cc: str = "cc", cflags: Sequence[str] = ("-O2",)) -> Path:
-    """Compiles the C runtime alone into out_dir/libaotc_runtime.so with its symbols exported
-    (aotc_parallel_for, aotc_pool_create, ...): what a JIT or a tuner loads beside kernel objects."""
+def build_runtime_library(out_dir: Path, cc: str = "cc", cflags: Sequence[str] = ("-O2",),
+                          objects: Sequence[Path] = ()) -> Path:
+    """Compiles the C runtime into out_dir/libaotc_runtime.so with its symbols exported
+    (aotc_parallel_for, aotc_pool_create, ...): what a JIT or a tuner loads beside kernel objects.
+    `objects` (kernel objects) are linked in, so their parallel loops run on the runtime's pool."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     lib = out_dir / "libaotc_runtime.so"
     src = runtime_dir()
     cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-DAOTC_INTERNAL=",
            *cflags, f"-I{src}", "-o", str(lib), str(src / "aotc_runtime.c"), str(src / "aotc_pool.c"),
-           "-lpthread", "-lm"]
+           *map(str, objects), "-lpthread", "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BuildError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
