@@ -57,8 +57,10 @@ def rewrite_file(
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
     require_static: bool = True,
+    cpu_kernels: bool = False,
 ) -> ir.Model:
-    """Frontend and graph passes: the model as the compiler reads it (still valid ONNX)."""
+    """Frontend and graph passes: the model as the compiler reads it (still valid ONNX).
+    `cpu_kernels`: compiled for a CPU target (passes.CPU_KERNEL_PASSES run)."""
     from aotc.frontend import load_model, parse_input_shapes
     from aotc.passes import PIPELINE, run_passes
 
@@ -72,7 +74,8 @@ def rewrite_file(
     shapes = (parse_input_shapes(input_shapes) if isinstance(input_shapes, list)
               else dict(input_shapes))
     graph = run_stage("load + infer shapes", lambda: load_model(model, shapes, require_static))
-    return run_stage("graph passes", lambda: run_passes(graph, disabled_passes or [], log))
+    return run_stage("graph passes", lambda: run_passes(graph, disabled_passes or [], log,
+                                                        cpu_kernels))
 
 
 @dataclass
@@ -195,6 +198,7 @@ def compile_file(
     `allow_tf32`: see `resolve_target`."""
     from aotc.compiler import compile_model
     from aotc.package.validate import check_name
+    from targets.gpu.target import is_gpu_target
 
     model = Path(model)
     if not model.is_file():
@@ -209,7 +213,8 @@ def compile_file(
         graph, dynamic = _rewrite_dynamic(model, shapes, ranges, disabled_passes, run_stage, log)
     else:
         graph = rewrite_file(model, input_shapes=shapes, disabled_passes=disabled_passes,
-                             run_stage=run_stage, log=log)
+                             run_stage=run_stage, log=log,
+                             cpu_kernels=not is_gpu_target(target))
     nodes_after = len(list(graph.graph))
     program = run_stage("lower + codegen", lambda: compile_model(
         graph, tgt, name=name, num_threads=threads, file=str(model), tuner=tuner,

@@ -19,8 +19,14 @@ from aotc.passes.fuse_epilogue import fuse_epilogue
 from aotc.passes.pad_in_producer import pad_in_producer
 from aotc.passes.qdq_to_integer import qdq_to_integer
 from aotc.passes.remove_identity import remove_identity
+from aotc.passes.winograd_conv import winograd_conv
 
 Pass = Callable[[ir.Model], ir.Model]
+
+# Passes that pay only where aotc compiles the model's kernels for a CPU: the GPU targets'
+# schedules were not measured with them, and the models `--emit onnx/ort` write keep the
+# original operators (a Winograd product's weights are 4x the convolution's).
+CPU_KERNEL_PASSES = frozenset({"winograd_conv"})
 
 PIPELINE: list[tuple[str, Pass]] = [
     ("fold_constants", fold_constants),
@@ -28,6 +34,8 @@ PIPELINE: list[tuple[str, Pass]] = [
     # DequantizeLinear -> Conv/MatMul/Gemm -> QuantizeLinear as one integer node
     ("qdq_to_integer", qdq_to_integer),
     ("fold_batchnorm", fold_batchnorm),
+    # 3x3 convolutions as Winograd F(4x4, 3x3): transforms around a batched product
+    ("winograd_conv", winograd_conv),
     ("eliminate_dead_nodes", eliminate_dead_nodes),
     # a convolution's padding written by its producer (a Pad that fuse_epilogue fuses)
     ("pad_in_producer", pad_in_producer),
@@ -42,8 +50,9 @@ def _count(model: ir.Model) -> tuple[int, int]:
 
 
 def run_passes(model: ir.Model, disabled: Iterable[str] = (),
-               log: Callable[[str], None] | None = None) -> ir.Model:
-    """Run every pass of PIPELINE not named in `disabled`; `log` gets one line per pass."""
+               log: Callable[[str], None] | None = None, cpu_kernels: bool = False) -> ir.Model:
+    """Run every pass of PIPELINE not named in `disabled`; `log` gets one line per pass.
+    `cpu_kernels`: the model is compiled for a CPU target (CPU_KERNEL_PASSES run too)."""
     disabled = set(disabled)
     names = [name for name, _ in PIPELINE]
     unknown = sorted(disabled - set(names))
@@ -51,6 +60,8 @@ def run_passes(model: ir.Model, disabled: Iterable[str] = (),
         raise AotcError(f"unknown pass(es) for --disable-pass: {', '.join(unknown)}",
                         hint=f"passes: {', '.join(names)}")
     for name, fn in PIPELINE:
+        if name in CPU_KERNEL_PASSES and not cpu_kernels:
+            continue
         if name in disabled:
             if log:
                 log(f"{name}: disabled")
