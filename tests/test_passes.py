@@ -242,6 +242,7 @@ def test_run_passes_pipeline(tmp_path):
     # BatchNorm folded into the Conv, Identity removed, Relu fused as the Conv's epilogue
     assert ops(model) == ["Fused_Conv_Relu"]
     assert [line.split(":")[0] for line in lines] == [name for name, _ in PIPELINE]
+    assert "winograd_conv: not run" in "\n".join(lines)
     model = check_pass(lambda m: run_passes(m, disabled=["fuse_epilogue", "fuse_elementwise"]),
                        _conv_bn_model(tmp_path), {"x": rand(1, 3, 4, 4)})
     assert ops(model) == ["Conv", "Relu"]

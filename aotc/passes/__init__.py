@@ -61,6 +61,8 @@ def run_passes(model: ir.Model, disabled: Iterable[str] = (),
                         hint=f"passes: {', '.join(names)}")
     for name, fn in PIPELINE:
         if name in CPU_KERNEL_PASSES and not cpu_kernels:
+            if log:
+                log(f"{name}: not run (only where the kernels are compiled for a CPU)")
             continue
         if name in disabled:
             if log:
