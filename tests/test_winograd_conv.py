@@ -88,8 +88,8 @@ def test_rewritten_model_matches_onnxruntime(tmp_path: Path, n, h, w, pads, bias
 
 
 @pytest.mark.parametrize("c,k,h,attrs,why", [
-    (128, 256, 14, {}, "fewer than MIN_CHANNELS input channels"),
-    (256, 128, 14, {}, "fewer than MIN_CHANNELS output channels"),
+    (64, 256, 14, {}, "fewer than MIN_CHANNELS input channels"),
+    (256, 64, 14, {}, "fewer than MIN_CHANNELS output channels"),
     (512, 512, 7, {}, "fewer than MIN_TILES tiles"),
     (256, 256, 14, {"strides": [2, 2]}, "stride 2"),
     (256, 256, 14, {"dilations": [2, 2]}, "dilated"),

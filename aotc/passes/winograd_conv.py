@@ -37,7 +37,7 @@ from aotc.passes.pad_in_producer import conv_pads
 
 TILE = 4  # m: output tile side
 WINDOW = TILE + 2  # m + r - 1: input tile side
-MIN_CHANNELS = 256
+MIN_CHANNELS = 128
 MIN_TILES = 16
 
 # F(4x4, 3x3): B^T (6x6), G (6x3), A^T (4x6)
