@@ -106,6 +106,23 @@ def test_nms_against_onnxruntime(b, c, n, center, flip, params) -> None:
         _same(got, want)
 
 
+@pytest.mark.parametrize("n", [1, 2, 37, 256])
+@pytest.mark.parametrize("iou", [1.0, 0.5])
+def test_nms_orders_equal_scores_by_box_index(n: int, iou: float) -> None:
+    """Scores from a few values: the candidates' order (the nest's merge sort) puts equal
+    scores lower index first, as onnxruntime does; with IoU 1 nothing is suppressed, so the
+    output is the whole order."""
+    rng = np.random.default_rng(n)
+    model = _model(1, 2, n, {"m": n, "iou": iou, "st": 0.15})
+    program = compile_onnx(model)
+    for _ in range(2):
+        scores = (rng.integers(0, 6, (1, 2, n)) / 5).astype(np.float32)
+        x = [_boxes(rng, 1, n, 0, False), scores]
+        (got,) = run_program(program, x)
+        (want,) = ort_outputs(model, x)
+        _same(got, want)
+
+
 def test_nms_with_run_time_limit_and_thresholds() -> None:
     """max_output_boxes_per_class, iou_threshold and score_threshold as graph inputs: one
     program bounded by every box of every class, any values at run time (a negative limit

@@ -10,10 +10,10 @@ any order (center_point_box 0: [y1, x1, y2, x2]) or [x_center, y_center, width, 
 (center_point_box 1); the overlap test is onnxruntime's float by float (boxes that do not
 intersect, or of no area, never suppress).
 
-Three parts: the candidates in score order (TopK's selection, a te stage), the greedy pass (a
-hand-written serial nest, lowering/nest.py: each decision depends on the ones before it), and
-the selected rows written dense at the length the pass finds (run_length.py), the output's
-computed length.
+Two parts: the greedy pass, which also sorts the candidates into score order (a hand-written
+serial nest, lowering/nest.py: each decision depends on the ones before it), and the selected
+rows written dense at the length the pass finds (run_length.py), the output's computed
+length.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from lowering.loop_ir import Buffer, BufLoad, For, Seq, Stmt, Store
 from lowering.nest import nest_stage
 from lowering.ops import OpContext, pinned, register_op
 from lowering.ops.common import unflatten
-from lowering.ops.reduce.topk_select import Order, ranks_along
+from lowering.ops.reduce.topk_select import Order
 from lowering.ops.run_length import dense, output_length, true_positions
 
 I64 = "int64"
@@ -109,12 +109,11 @@ def non_max_suppression(ctx: OpContext) -> list[te.Tensor]:
         t = _first(iou)
         pinned.require(ctx, te.all_of([te.ge(t, _f(0.0)), te.le(t, _f(1.0))]),
                        "iou_threshold must be in [0, 1]")
-    rank = ranks_along(scores, 2, Order(largest=True, is_float=True))
-    reads = [boxes, scores, rank] + [v for v in (limit, iou, floor) if isinstance(v, te.Tensor)]
+    reads = [boxes, scores] + [v for v in (limit, iou, floor) if isinstance(v, te.Tensor)]
 
     def write(out: Buffer, buffer_of, scratch) -> Stmt:
-        return _greedy(out, buffer_of, scratch, (nb, nc, n), center,
-                       boxes, scores, rank, limit, iou, floor)
+        return _greedy(out, buffer_of, scratch, (nb, nc, n), center, boxes, scores,
+                       Order(largest=True, is_float=True), limit, iou, floor)
 
     # per candidate in score order: its box index + 1 where kept, else 0
     kept = nest_stage((nb, nc, n), I64, "nms_kept", reads, write)
@@ -141,20 +140,61 @@ def _no_boxes(ctx: OpContext) -> bool:
     return ctx.consts[2] is not None and int(ctx.const(2).reshape(-1)[0]) <= 0
 
 
+def _in_score_order(srt: Buffer, scratch, bc: te.Expr, n: int, score, order: Order
+                    ) -> tuple[Stmt, int]:
+    """A bottom-up merge sort of the class's box indices 0..n-1 into `order` (stable, so equal
+    scores keep the lower index first, as TopK's order has it), in log2(n) passes of
+    fixed-extent loops (the loop IR has no while loop), ping-ponging between the two halves of
+    `srt` (2n). Returns the nest and the offset of the half that ends up sorted: n log n
+    compares per class, where ranking every candidate against every other took n^2."""
+    passes = max(1, (n - 1).bit_length())
+    width, left, right, took = (scratch(f"nms_sort_{v}", I64, (1,))
+                                for v in ("width", "left", "right", "took"))
+    i, p, blk, k = (te.Var(f"nms_sort_{v}") for v in ("i", "p", "blk", "k"))
+    w = BufLoad(width, _c(0))
+    src, dst = (p % 2) * n, (_c(1) - p % 2) * n
+    lo = blk * (w * 2)
+    mid, hi = te.minimum(lo + w, _c(n)), te.minimum(lo + w * 2, _c(n))
+    li, ri = BufLoad(left, _c(0)), BufLoad(right, _c(0))
+    # (clamped: a run that is used up is not read, but its index is still loaded at)
+    a = BufLoad(srt, src + te.minimum(li, _c(n - 1)))
+    b = BufLoad(srt, src + te.minimum(ri, _c(n - 1)))
+    from_left = te.logical_and(te.lt(li, mid), te.logical_or(
+        te.ge(ri, hi), te.unary("not", order.beats(score(b), b, score(a), a))))
+    merge = Seq([
+        Store(left, _c(0), lo), Store(right, _c(0), mid),
+        For(k, hi - lo, "serial", Seq([
+            Store(took, _c(0), te.cast(I64, from_left)),  # (once: the stores below move it)
+            Store(srt, dst + lo + k, te.select(from_left, a, b)),
+            Store(right, _c(0), ri + _c(1) - BufLoad(took, _c(0))),
+            Store(left, _c(0), li + BufLoad(took, _c(0))),
+        ])),
+    ])
+    nest = Seq([
+        For(i, _c(n), "serial", Store(srt, i, i)),
+        Store(width, _c(0), _c(1)),
+        For(p, _c(passes), "serial", Seq([
+            For(blk, (_c(n) + w * 2 - _c(1)) // (w * 2), "serial", merge),
+            Store(width, _c(0), w * 2),
+        ])),
+    ])
+    return nest, (passes % 2) * n
+
+
 def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center: int,
-            boxes: te.Tensor, scores: te.Tensor, rank: te.Tensor,
+            boxes: te.Tensor, scores: te.Tensor, order: Order,
             limit: te.Tensor | te.Expr, iou: te.Tensor | te.Expr,
             floor: te.Tensor | te.Expr | None) -> Stmt:
     """The greedy pass: out[b, c, r] = the box index + 1 of the r-th candidate of (b, c) in
-    score order where it is kept, else 0. Per class: the candidates put in score order (each
-    box at its rank), then a serial loop over them, each compared with the boxes kept so far
+    score order where it is kept, else 0. Per class: the candidates sorted into score order
+    (`_in_score_order`), then a serial loop over them, each compared with the boxes kept so far
     (listed in a scratch as they are kept), as onnxruntime's: n times the kept count overlap
-    tests per class, not n^2."""
+    tests per class at most, and none past the class's limit or under the score threshold."""
     nb, nc, n = dims
-    bb, sb, rb = buffer_of(boxes), buffer_of(scores), buffer_of(rank)
+    bb, sb = buffer_of(boxes), buffer_of(scores)
     count = scratch("nms_count", I64, (1,))
     hit = scratch("nms_hit", I64, (1,))
-    order = scratch("nms_order", I64, (n,))
+    srt = scratch("nms_order", I64, (2 * n,))
     kept = scratch("nms_kept_boxes", I64, (n,))
 
     def scalar(v: te.Tensor | te.Expr) -> te.Expr:
@@ -162,17 +202,21 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
 
     most = te.maximum(scalar(limit), _c(0))
     threshold = scalar(iou)
-    bc, i, r, q = te.Var("nms_bc"), te.Var("nms_i"), te.Var("nms_r"), te.Var("nms_q")
+    bc, r, q = te.Var("nms_bc"), te.Var("nms_r"), te.Var("nms_q")
     b = bc // nc
 
     def box(j: te.Expr) -> list[te.Expr]:
         return [BufLoad(bb, (b * n + j) * 4 + k) for k in range(4)]
 
+    def score(j: te.Expr) -> te.Expr:
+        return BufLoad(sb, bc * n + j)
+
+    sort, sorted_at = _in_score_order(srt, scratch, bc, n, score, order)
     so_far = BufLoad(count, _c(0))
-    cand = BufLoad(order, r)
+    cand = BufLoad(srt, _c(sorted_at) + r)
     eligible = [te.lt(so_far, most)]
     if floor is not None:
-        eligible.append(te.gt(BufLoad(sb, bc * n + cand), scalar(floor)))
+        eligible.append(te.gt(score(cand), scalar(floor)))
     suppressed = overlaps(box(cand), box(BufLoad(kept, q)), bool(center), threshold)
     taken = _c(1) - BufLoad(hit, _c(0))
     ok = te.all_of(eligible)
@@ -186,6 +230,5 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
         Store(kept, so_far, cand),  # (overwritten by the next kept box if this one is not)
         Store(count, _c(0), so_far + taken),
     ])
-    in_order = For(i, _c(n), "serial", Store(order, te.cast(I64, BufLoad(rb, bc * n + i)), i))
-    return For(bc, _c(nb * nc), "serial", Seq([in_order, Store(count, _c(0), _c(0)),
+    return For(bc, _c(nb * nc), "serial", Seq([sort, Store(count, _c(0), _c(0)),
                                                For(r, _c(n), "serial", step)]))
