@@ -112,3 +112,26 @@ def test_only_cpu_kernels_get_it(tmp_path: Path) -> None:
     assert not any(nd.op_type == "MatMul" for nd in onnx.load(result.path).graph.node)
     program, _ = compile_file(path, input_shapes=[], target="opencl")
     assert not any("winograd" in s.node for s in program.steps)
+
+
+def test_new_values_do_not_take_a_name_the_model_uses(tmp_path: Path) -> None:
+    """The chain's values are named after the convolution, and never as one the model has."""
+    rng = np.random.default_rng(3)
+    w = [numpy_helper.from_array((rng.standard_normal((128, 128, 3, 3)) / 34).astype(np.float32),
+                                 f"w{i}") for i in range(2)]
+    taken = "conv_winograd_1"  # the name the first chain's first value would get
+    nodes = [helper.make_node("Conv", [taken, "w0"], ["h"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Conv", ["h", "w1"], ["y"], pads=[1, 1, 1, 1], name="conv2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        taken, TensorProto.FLOAT, [1, 128, 16, 16])], [helper.make_empty_tensor_value_info("y")],
+        w)
+    model = onnx.shape_inference.infer_shapes(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10), strict_mode=True)
+    rewritten = rewrite_file(saved(model, tmp_path), input_shapes={}, cpu_kernels=True)
+    assert op_types(rewritten).count("MatMul") == 4
+    proto = ir.serde.serialize_model(rewritten)
+    onnx.checker.check_model(proto, full_check=True)
+    x = rng.standard_normal((1, 128, 16, 16)).astype(np.float32)
+    got = ort.InferenceSession(proto.SerializeToString(),
+                               providers=["CPUExecutionProvider"]).run(None, {taken: x})[0]
+    assert_close(got, reference_outputs(model, [x])[0], 1e-4)

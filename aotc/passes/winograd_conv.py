@@ -33,7 +33,7 @@ import onnx_ir as ir
 
 from aotc.frontend.irutil import bypass, const_array, new_initializer
 from aotc.passes.fusion_regions import has_static_type
-from aotc.passes.pad_in_producer import conv_pads
+from aotc.passes.pad_in_producer import _fresh, _value_names, conv_pads
 
 TILE = 4  # m: output tile side
 WINDOW = TILE + 2  # m + r - 1: input tile side
@@ -110,8 +110,8 @@ def output_matrix() -> np.ndarray:
 class _Chain:
     """Nodes inserted before one convolution, each output typed and shaped."""
 
-    def __init__(self, graph: ir.Graph, conv: ir.Node) -> None:
-        self.graph, self.conv = graph, conv
+    def __init__(self, graph: ir.Graph, conv: ir.Node, taken: set[str]) -> None:
+        self.graph, self.conv, self.taken = graph, conv, taken
         self.base = conv.name or conv.outputs[0].name or "conv"
         self.count = 0
 
@@ -123,7 +123,8 @@ class _Chain:
 
     def node(self, op: str, inputs: list[ir.Value], dims: list[int], **attrs) -> ir.Value:
         self.count += 1
-        out = ir.Value(name=f"{self.base}_winograd_{self.count}", shape=ir.Shape(dims),
+        out = ir.Value(name=_fresh(f"{self.base}_winograd_{self.count}", self.taken),
+                       shape=ir.Shape(dims),
                        type=ir.TensorType(ir.DataType.FLOAT))
         node = ir.Node("", op, inputs, [_attr(k, v) for k, v in attrs.items()],
                        outputs=[out], name=f"{self.base}_winograd_{op.lower()}_{self.count}")
@@ -135,8 +136,9 @@ def _attr(name: str, value) -> ir.Attr:
     return ir.AttrInt64s(name, value) if isinstance(value, list) else ir.AttrInt64(name, value)
 
 
-def rewrite(graph: ir.Graph, conv: ir.Node) -> None:
-    """Replace `conv` (eligible) by the chain of the module's docstring."""
+def rewrite(graph: ir.Graph, conv: ir.Node, taken: set[str]) -> None:
+    """Replace `conv` (eligible) by the chain of the module's docstring; `taken`: the value
+    names in use (new ones are added)."""
     x, y = conv.inputs[0], conv.outputs[0]
     w = const_array(conv.inputs[1])
     bias = const_array(conv.inputs[2]) if len(conv.inputs) > 2 else None
@@ -145,7 +147,7 @@ def rewrite(graph: ir.Graph, conv: ir.Node) -> None:
     _, k, oh, ow = y.shape
     th, tw, t = tiles(n, oh, ow)
     e = WINDOW * WINDOW
-    ch = _Chain(graph, conv)
+    ch = _Chain(graph, conv, taken)
     # the padded input covers whole tiles: rows top..top+h of 4 th + 2
     v = ch.node("Conv", [x, ch.const(input_kernels(c), "input_kernels")], [n, c * e, th, tw],
                 kernel_shape=[WINDOW, WINDOW], strides=[TILE, TILE], group=c,
@@ -172,7 +174,8 @@ def rewrite(graph: ir.Graph, conv: ir.Node) -> None:
 
 def winograd_conv(model: ir.Model) -> ir.Model:
     graph = model.graph
+    taken = _value_names(graph)
     for conv in list(graph):
         if eligible(conv):
-            rewrite(graph, conv)
+            rewrite(graph, conv, taken)
     return model
