@@ -117,6 +117,19 @@ def graph_values(graph: ir.Graph) -> Iterable[ir.Value]:
             yield v
 
 
+def value_names(graph: ir.Graph) -> set[str]:
+    """The names of `graph`'s values (not its subgraphs')."""
+    return {v.name for v in graph_values(graph) if v.name}
+
+
+def fresh_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name_2`, `name_3`, ...: the first not in `taken` (a graph's `value_names`),
+    which it is then added to."""
+    out = next(n for n in numbered(name) if n not in taken)
+    taken.add(out)
+    return out
+
+
 def all_graphs(graph: ir.Graph) -> Iterable[ir.Graph]:
     """`graph` and, recursively, every subgraph held in a node attribute."""
     yield graph

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from aotc.frontend.irutil import new_initializer, numbered
+from aotc.frontend.irutil import fresh_name, new_initializer, value_names
 from aotc.passes.fusion_regions import has_static_type
 
 # output rows at least this long hold a whole pixel-mode tile for the register blocks of up
@@ -104,21 +104,9 @@ def _producer_chain(v: ir.Value) -> tuple[ir.Node, list[ir.Node]] | None:
     return node, chain
 
 
-def _value_names(graph: ir.Graph) -> set[str]:
-    names = {v.name for v in (*graph.inputs, *graph.initializers.values()) if v.name}
-    return names | {o.name for n in graph for o in n.outputs if o.name}
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    """`name`, or `name_2`, `name_3`, ... : one no value of the graph has (now taken)."""
-    out = next(n for n in numbered(name) if n not in taken)
-    taken.add(out)
-    return out
-
-
 def pad_in_producer(model: ir.Model) -> ir.Model:
     graph = model.graph
-    taken = _value_names(graph)
+    taken = value_names(graph)
     for conv in list(graph):
         if conv.domain != "" or conv.op_type != "Conv":
             continue
@@ -134,8 +122,8 @@ def pad_in_producer(model: ir.Model) -> ir.Model:
         n, c, h, w = x.shape
         pad_values = new_initializer(
             graph, np.array([0, 0, top, left, 0, 0, bottom, right], dtype=np.int64),
-            _fresh(f"{x.name or 'x'}_pads", taken))
-        padded = ir.Value(name=_fresh(f"{x.name or 'x'}_padded", taken),
+            fresh_name(f"{x.name or 'x'}_pads", taken))
+        padded = ir.Value(name=fresh_name(f"{x.name or 'x'}_padded", taken),
                           shape=ir.Shape([n, c, h + top + bottom, w + left + right]),
                           type=ir.TensorType(x.dtype))
         pad = ir.Node("", "Pad", [x, pad_values], [ir.AttrString("mode", "constant")],

@@ -31,9 +31,9 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-from aotc.frontend.irutil import bypass, const_array, new_initializer
+from aotc.frontend.irutil import bypass, const_array, fresh_name, new_initializer, value_names
 from aotc.passes.fusion_regions import has_static_type
-from aotc.passes.pad_in_producer import _fresh, _value_names, conv_pads
+from aotc.passes.pad_in_producer import conv_pads
 
 TILE = 4  # m: output tile side
 WINDOW = TILE + 2  # m + r - 1: input tile side
@@ -123,7 +123,7 @@ class _Chain:
 
     def node(self, op: str, inputs: list[ir.Value], dims: list[int], **attrs) -> ir.Value:
         self.count += 1
-        out = ir.Value(name=_fresh(f"{self.base}_winograd_{self.count}", self.taken),
+        out = ir.Value(name=fresh_name(f"{self.base}_winograd_{self.count}", self.taken),
                        shape=ir.Shape(dims),
                        type=ir.TensorType(ir.DataType.FLOAT))
         node = ir.Node("", op, inputs, [_attr(k, v) for k, v in attrs.items()],
@@ -174,7 +174,7 @@ def rewrite(graph: ir.Graph, conv: ir.Node, taken: set[str]) -> None:
 
 def winograd_conv(model: ir.Model) -> ir.Model:
     graph = model.graph
-    taken = _value_names(graph)
+    taken = value_names(graph)
     for conv in list(graph):
         if eligible(conv):
             rewrite(graph, conv, taken)

@@ -140,8 +140,7 @@ def _no_boxes(ctx: OpContext) -> bool:
     return ctx.consts[2] is not None and int(ctx.const(2).reshape(-1)[0]) <= 0
 
 
-def _in_score_order(srt: Buffer, scratch, bc: te.Expr, n: int, score, order: Order
-                    ) -> tuple[Stmt, int]:
+def _in_score_order(srt: Buffer, scratch, n: int, score, order: Order) -> tuple[Stmt, int]:
     """A bottom-up merge sort of the class's box indices 0..n-1 into `order` (stable, so equal
     scores keep the lower index first, as TopK's order has it), in log2(n) passes of
     fixed-extent loops (the loop IR has no while loop), ping-ponging between the two halves of
@@ -211,7 +210,7 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     def score(j: te.Expr) -> te.Expr:
         return BufLoad(sb, bc * n + j)
 
-    sort, sorted_at = _in_score_order(srt, scratch, bc, n, score, order)
+    sort, sorted_at = _in_score_order(srt, scratch, n, score, order)
     so_far = BufLoad(count, _c(0))
     cand = BufLoad(srt, _c(sorted_at) + r)
     eligible = [te.lt(so_far, most)]

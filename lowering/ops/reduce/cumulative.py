@@ -70,12 +70,6 @@ def _cumulative(ctx: OpContext, op: str, combiner: str, identity: int) -> list[t
     return [_pick_axis(axis, [scan.along(a) for a in range(len(x.shape))], op.lower())]
 
 
-def running_total(x: te.Tensor, axis: int, name: str) -> te.Tensor:
-    """The inclusive running sum of `x` along `axis` (blocked as CumSum's, for other ops)."""
-    return _Scan(x, name, "sum", te.as_expr(0, x.dtype), exclusive=False,
-                 reverse=False).along(axis)
-
-
 def _pick_axis(axis: te.Expr, results: list[te.Tensor], name: str) -> te.Tensor:
     """The element of results[axis] (axis in [0, len(results))) at each index."""
     if len(results) == 1:  # a rank-1 input has one axis whatever the value says
