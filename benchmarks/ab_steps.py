@@ -57,12 +57,6 @@ def main() -> None:
                 times[k][j].append(time.perf_counter() - t)
     med = [[statistics.median(ts[2:]) for ts in per] for per in times]
     low = [[min(ts[2:]) for ts in per] for per in times]
-    rows = []
-    for j, sb in enumerate(programs[1].steps if paired else []):
-        a, b = med[0][j], med[1][j]
-        if abs(b / a - 1) > args.min_change:
-            rows.append([str(j), sb.node, f"{a * 1e3:.4g}", f"{b * 1e3:.4g}", f"{b / a:.2f}",
-                         f"{low[1][j] / low[0][j]:.2f}"])
     print(f"{args.model.name}: one thread, {args.runs} alternating passes; A without "
           f"{', '.join(args.without)}, B with every pass")
     print(f"sum of medians: A {sum(med[0]) * 1e3:.2f} ms, B {sum(med[1]) * 1e3:.2f} ms, "
@@ -72,6 +66,12 @@ def main() -> None:
         print(f"the programs have {len(programs[0].steps)} and {len(programs[1].steps)} "
               "steps: not paired step by step")
         return
+    rows = []
+    for j, sb in enumerate(programs[1].steps):
+        a, b = med[0][j], med[1][j]
+        if abs(b / a - 1) > args.min_change:
+            rows.append([str(j), sb.node, f"{a * 1e3:.4g}", f"{b * 1e3:.4g}", f"{b / a:.2f}",
+                         f"{low[1][j] / low[0][j]:.2f}"])
     print_rows(["step", "node (B)", "A ms", "B ms", "B/A", "B/A of minimums"], rows,
                args.markdown)
 

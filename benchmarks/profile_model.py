@@ -9,7 +9,7 @@ timed alone; median per step over `--runs` passes. One thread runs the serial ru
 pool of N (as in a bundle), so each step's time includes handing its loop to the workers. So a
 kernel meets its inputs as the model leaves them (weights streaming from memory, activations
 in L2/L3), unlike a benchmark that repeats one layer. Convolutions and matrix products get
-GFLOP/s and % of the one-core FMA peak (`peak.py`).
+GFLOP/s and % of the FMA peak of the threads used (`peak.py`).
 onnxruntime: its profiler's per-node kernel times (all graph optimisations, one thread), median
 per node over the same number of runs. Its node names follow its own rewrites (NCHWc
 convolutions, fused activations), so the two lists are ranked side by side rather than
