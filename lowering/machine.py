@@ -54,6 +54,12 @@ class Machine:
     # schedules it ranks best (benchmarks/RESULTS.md); a machine file without it takes the
     # Cascade Lake value
     pixel_stream: float = 60 / 143
+    # the share of pixel mode's weight stream that tap-by-tap calls (kc < K) take from L1
+    # in the GEMM cost model: a call's chunk of weights, read from L2 by a block's first
+    # tile, stays in L1 for the others. That holds where the L2 stream limits pixel mode
+    # (Zen 3); on the cores where tap-by-tap calls measured no faster than one call per tile
+    # (Zen 4, AVX-512 code) the rows keep 0 (benchmarks/RESULTS.md)
+    pixel_chunk_reuse: float = 0.0
 
     @property
     def lanes_f32(self) -> int:
@@ -111,6 +117,10 @@ class Machine:
             values[name] = float(values[name])
             if not values[name] > 0:
                 raise ValueError(f"{where}: {name} must be positive")
+        if "pixel_chunk_reuse" in values:
+            values["pixel_chunk_reuse"] = float(values["pixel_chunk_reuse"])
+            if not 0 <= values["pixel_chunk_reuse"] <= 1:
+                raise ValueError(f"{where}: pixel_chunk_reuse must lie in [0, 1]")
         for name in ("vector_bits", "vector_registers", "fma_latency", "l1", "l2", "l3", "line",
                      "cores"):
             if not isinstance(values[name], int) or values[name] <= 0:
@@ -214,7 +224,7 @@ MACHINES: dict[str, Machine] = {
     # AVX2 code on a Zen 4, is lowest from 1.1 to 1.5 of the 90 GB/s documented before)
     "znver3": Machine("znver3", 3.15, 256, 16, 2, 4, 2, 32 * KIB, 512 * KIB, 4 * MIB, 64,
                       192e9, 98e9, 68e9, 15e9, 4, AVX2_BLOCK_EFFICIENCY,
-                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.1),
+                      AVX2_PIXEL_EFFICIENCY, pixel_stream=1.1, pixel_chunk_reuse=1.0),
     # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle);
     # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance;
     # pixel mode's stream at the same 90 GB/s as AVX2 code's there

@@ -247,9 +247,9 @@ class GemmCost:
         """Pixel mode: the FMA work of the tiles (a short one by a shorter micro-kernel),
         against the stream it reads per k step and tile from L2 — NR weights and the lines
         the tile's input pixels span — plus the partial tiles of tap-by-tap calls,
-        the output's write-back and the in-place epilogue. (Tap-by-tap calls reuse a tap's
-        weights from L1 across a block's tiles, but measured no faster than one call per
-        tile: the model leaves that reuse out.)"""
+        the output's write-back and the in-place epilogue. Tap-by-tap calls (kc < K) reuse a
+        chunk's weights from L1 across a block's tiles as far as the machine's
+        `pixel_chunk_reuse` says."""
         p, blk, w = self.pat, self.block(config), self.pixel_window(config)
         m, line = self.machine, self.line_floats
         M, K, B = p.m.size, p.k.size, p.batch.size
@@ -269,10 +269,16 @@ class GemmCost:
         # k steps closer than a line (a stem's filter width, channels-last) revisit the same
         # lines
         lines *= min(1.0, w.run_stride / line)
-        traffic = tiles * nt * K * (blk.nr * 4 + lines * m.line) / (
+        kc = int(config["kc"])  # type: ignore[call-overload]
+        weights = blk.nr * 4.0
+        if kc < K and min(kc, w.run_extent) * blk.nr * 4 <= m.l1 // 2:
+            # tap-by-tap calls: a chunk's weights come from L2 for the block's first tile
+            # and, as far as the machine sustains it (Machine.pixel_chunk_reuse), from L1 for
+            # the others
+            weights *= 1 - m.pixel_chunk_reuse * (1 - 1 / (tiling.gb * tiling.tpr))
+        traffic = tiles * nt * K * (weights + lines * m.line) / (
             m.pixel_stream * m.l2_bandwidth)
         t = max(compute, traffic) + STALL * traffic
-        kc = int(config["kc"])  # type: ignore[call-overload]
         if kc < K:
             calls = tiles * nt * (K // w.run_extent) * math.ceil(w.run_extent / kc)
             t += calls * (blk.mr * blk.nr * 8 / m.l1_bandwidth + PIXELS_CALL_CYCLES / m.hz)
