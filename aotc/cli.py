@@ -155,6 +155,7 @@ def optimize(
     target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64, ...; GPUs: opencl, mali (OpenCL bundles), cuda or cuda:sm_XX (CUDA bundles)")] = "cpu",
     emit: Annotated[Emit, typer.Option(help="What to emit: c (a C bundle), onnx (the rewritten model, after graph passes) or ort (a model and an onnxruntime custom-op library)")] = Emit.c,
     report: Annotated[bool, typer.Option(help="With --emit ort: list the islands and every node left to onnxruntime, with the reason")] = False,
+    measure_islands: Annotated[bool, typer.Option("--measure-islands", help="With --emit ort: time each island on this machine with aotc's kernels and with onnxruntime's, and leave to onnxruntime those it runs faster (the output then depends on this machine's timings)")] = False,
     threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
     name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
     weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
@@ -173,9 +174,11 @@ def optimize(
         if emit is Emit.onnx:
             _emit_onnx(model, output, input_shape or [], name, disable_pass or [], verbose)
             return
+        if measure_islands and emit is not Emit.ort:
+            raise AotcError("--measure-islands goes with --emit ort")
         if emit is Emit.ort:
             _emit_ort(model, output, input_shape or [], target, threads, machine, name,
-                      disable_pass or [], tune, tuning_log, report, verbose)
+                      disable_pass or [], tune, tuning_log, report, verbose, measure_islands)
             return
         progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _TuneBar(),
                             TimeElapsedColumn(), console=err, transient=True)
@@ -226,7 +229,8 @@ def _emit_onnx(model: Path, output: Path, input_shape: list[str], name: str,
 
 def _emit_ort(model: Path, output: Path, input_shape: list[str], target: str, threads: int,
               machine: Path | None, name: str, disable_pass: list[str], tune: float,
-              tuning_log: Path | None, report: bool, verbose: bool) -> None:
+              tuning_log: Path | None, report: bool, verbose: bool,
+              measure_islands: bool) -> None:
     from aotc.driver import emit_ort, make_tuner
 
     progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), _TuneBar(),
@@ -237,7 +241,8 @@ def _emit_ort(model: Path, output: Path, input_shape: list[str], target: str, th
         result = emit_ort(model, output, input_shapes=input_shape, target=target,
                           threads=threads, machine=machine, name=name,
                           disabled_passes=disable_pass, run_stage=stages.run,
-                          log=(err.print if verbose else None), tuner=tuner)
+                          log=(err.print if verbose else None), tuner=tuner,
+                          measure_islands=measure_islands)
     nodes = sum(len(ops) for _, ops in result.islands)
     out.print(f"aotc: {model.name} → {result.model_path} + {result.library_path.name}: "
               f"{len(result.islands)} island(s) of {nodes} node(s) compiled, "
@@ -256,6 +261,14 @@ def _emit_ort(model: Path, output: Path, input_shape: list[str], target: str, th
             for row in result.left_out:
                 table.add_row(*row)
             out.print(table)
+    if result.timings:
+        table = Table(title="islands timed on this machine (median ms per run)")
+        for col in ("custom op", "with the library", "onnxruntime alone", "kept"):
+            table.add_column(col)
+        for t in result.timings:
+            table.add_row(t.op, f"{t.library_s * 1e3:.3g}", f"{t.onnxruntime_s * 1e3:.3g}",
+                          "yes" if t.pays else "no: left to onnxruntime")
+        out.print(table)
     out.print(f"use it with: so.register_custom_ops_library('{result.library_path}')")
 
 

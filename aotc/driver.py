@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,6 +15,8 @@ from aotc.package.program import Program, RunTimeDim
 
 if TYPE_CHECKING:
     from aotc.frontend.dynamic import DynamicShapes
+    from aotc.ortlib.measure import IslandTiming
+    from aotc.ortlib.partition import Island
     from lowering.search.tuner import TuneProgress, Tuner
     from targets.cpu.target import CpuTarget
     from targets.gpu.target import GpuTarget
@@ -341,6 +343,8 @@ class EmitOrtResult:
     library_path: Path
     islands: list[tuple[str, list[str]]]  # (custom op, the operators of its nodes)
     left_out: list[tuple[str, str, str]]  # (node, operator, why onnxruntime runs it)
+    # with measure_islands: every island's median seconds with the library and without it
+    timings: list[IslandTiming] = field(default_factory=list)
 
 
 def emit_ort(
@@ -356,20 +360,22 @@ def emit_ort(
     run_stage: StageRunner = _plain_stage,
     log: Callable[[str], None] | None = None,
     tuner: Tuner | None = None,
+    measure_islands: bool = False,
 ) -> EmitOrtResult:
     """`aotc optimize --emit ort`: OUTPUT/NAME.onnx, where every island of compilable nodes is
     one `ai.aotc.kernels` node (its nodes kept as a model-local function), and
     OUTPUT/libaotc_NAME.so, which runs each island's compiled program as an onnxruntime custom
     op (register it with SessionOptions.register_custom_ops_library). The weights only the
     islands read live in the library; OUTPUT/NAME.fallback.data holds them for running the model
-    without it."""
+    without it. `measure_islands`: each island is timed on this machine with the library and
+    without it, and those slower with it are left to onnxruntime (aotc/ortlib/measure.py)."""
     import numpy as np
 
     from aotc import __version__
     from aotc.compiler import compile_model
     from aotc.frontend.irutil import all_graphs
     from aotc.ortlib.library import IslandBuild, build_library, library_files, library_name
-    from aotc.ortlib.partition import Island, find_islands
+    from aotc.ortlib.partition import find_islands, why_not
     from aotc.ortlib.rewrite import (
         fallback_data_name,
         island_model,
@@ -393,6 +399,8 @@ def emit_ort(
         raise AotcError(f"--emit ort builds a library for this machine; target {tgt.name} "
                         "does not run here", hint="use --target cpu")
     shapes, ranges = _split_ranges(input_shapes)
+    if measure_islands and ranges:
+        raise AotcError("--measure-islands takes static input shapes, not a length range")
 
     def read_weights_in(graph: ir.Model) -> ir.Model:
         # the islands are compiled from a serialized copy, which cannot find a relative
@@ -426,17 +434,61 @@ def emit_ort(
         islands, left = find_islands(graph)
         serialized = ir.serde.serialize_model(graph)
         programs = [compile_island(island_model(serialized, isl), isl, None) for isl in islands]
-    ops = [IslandBuild(island_op(name, isl), program, [int(w.dtype) for w in isl.shared_weights])
-           for isl, program in zip(islands, programs, strict=True)]
-    rewritten, fallback_data = model_with_islands(serialized, islands, name)
 
-    def fill(tmp: Path) -> None:
-        for fname, data in library_files(name, ops).items():
-            (tmp / fname).write_bytes(data)
-        onnx.save(rewritten, str(tmp / f"{name}.onnx"))
-        if fallback_data:
-            (tmp / fallback_data_name(name)).write_bytes(fallback_data)
-        build_library(tmp, name, ops)
+    def builds(islands: list[Island], programs: list[Program]) -> list[IslandBuild]:
+        return [IslandBuild(island_op(name, isl), program,
+                            [int(w.dtype) for w in isl.shared_weights])
+                for isl, program in zip(islands, programs, strict=True)]
+
+    def filler(ops: list[IslandBuild], rewritten: onnx.ModelProto,
+               fallback_data: bytes) -> Callable[[Path], None]:
+        def fill(tmp: Path) -> None:
+            for fname, data in library_files(name, ops).items():
+                (tmp / fname).write_bytes(data)
+            onnx.save(rewritten, str(tmp / f"{name}.onnx"))
+            if fallback_data:
+                (tmp / fallback_data_name(name)).write_bytes(fallback_data)
+            build_library(tmp, name, ops)
+        return fill
+
+    ops = builds(islands, programs)
+    rewritten, fallback_data = model_with_islands(serialized, islands, name)
+    timings: list[IslandTiming] = []
+    if measure_islands and islands:
+        timings = run_stage("measure islands", lambda: _time_islands(
+            name, threads, islands, filler(ops, rewritten, fallback_data), rewritten))
+        slow = {t.op: t for t in timings if not t.pays}
+        if slow:
+            graph = ir.serde.deserialize_model(serialized)
+            by_name = {n.name: n for n in graph.graph}
+            refused = {by_name[n.name]: slow[island_op(name, isl)] for isl in islands
+                       if island_op(name, isl) in slow for n in isl.nodes}
+
+            def refuse(node: ir.Node) -> str | None:
+                t = refused.get(node)
+                if t is None:
+                    return why_not(node, graph.functions)
+                return (f"onnxruntime ran its island ({t.op}) faster on this machine: "
+                        f"{t.onnxruntime_s * 1e3:.3g} ms against {t.library_s * 1e3:.3g} ms "
+                        "with aotc's kernels")
+
+            # an island that comes back whole keeps its name (the timings' table says it was
+            # kept) and its program
+            compiled = {tuple(n.name for n in isl.nodes): (isl.index, p)
+                        for isl, p in zip(islands, programs, strict=True)}
+            fresh = len(islands)
+            islands, left = find_islands(graph, refuse)
+            serialized = ir.serde.serialize_model(graph)
+            programs = []
+            for isl in islands:
+                index, program = compiled.get(tuple(n.name for n in isl.nodes), (fresh, None))
+                fresh += index == fresh
+                isl.index = index
+                programs.append(program or compile_island(island_model(serialized, isl), isl,
+                                                          None))
+            ops = builds(islands, programs)
+            rewritten, fallback_data = model_with_islands(serialized, islands, name)
+    fill = filler(ops, rewritten, fallback_data)
 
     try:
         run_stage("write + build library", lambda: write_folder(
@@ -449,4 +501,19 @@ def emit_ort(
         model_path=output / f"{name}.onnx", library_path=output / library_name(name),
         islands=[(b.op, [n.op_type for n in isl.nodes]) for b, isl in zip(ops, islands,
                                                                           strict=True)],
-        left_out=[(lo.node, lo.op, lo.reason) for lo in left])
+        left_out=[(lo.node, lo.op, lo.reason) for lo in left], timings=timings)
+
+
+def _time_islands(name: str, threads: int, islands: list[Island],
+                  fill: Callable[[Path], None], rewritten: onnx.ModelProto) -> list[IslandTiming]:
+    """`measure.time_islands` on a library built by `fill` in a scratch folder."""
+    import tempfile
+
+    from aotc.ortlib.library import library_name
+    from aotc.ortlib.measure import time_islands
+
+    with tempfile.TemporaryDirectory(prefix="aotc-measure-") as tmp:
+        folder = Path(tmp)
+        fill(folder)
+        return time_islands(folder, folder / library_name(name), rewritten, islands, name,
+                            threads)

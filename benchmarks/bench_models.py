@@ -19,11 +19,13 @@ schedules then suit all cores: ResNet-50's 7x7 layers ran 1.2-1.3x slower so on 
 `--emit ort` also builds each model's onnxruntime custom-op library (`aotc optimize --emit ort`)
 and adds a third engine to every turn: onnxruntime running the rewritten model with the library
 registered (its islands on onnxruntime's intra-op pool), reported against onnxruntime alone
-and against the bundle.
+and against the bundle; the library is compiled per thread count like the bundle.
+`--measure-islands` compiles each library with `aotc optimize --measure-islands`: the islands
+onnxruntime ran faster on this machine, at that thread count, are left to it.
 
     python benchmarks/bench_models.py [--big] [--models mlp resnet50] [--runs 50]
                                       [--threads 1 2] [--tuning-log FILE] [--markdown]
-                                      [--target cpu-avx2] [--emit ort]
+                                      [--target cpu-avx2] [--emit ort [--measure-islands]]
 
 `--big` adds the full-size models of make_big_models.py (ResNet-50, MobileNetV2, the BERT-base-sized
 encoder, EfficientNet-B0, RegNetY-400MF, ViT-B/16; run it first).
@@ -173,6 +175,9 @@ def main() -> None:
                     help="aotc's code: for this machine, or AVX2 code run here")
     ap.add_argument("--emit", choices=("bundle", "ort"), default="bundle",
                     help="ort: also time onnxruntime with the model's aotc custom-op library")
+    ap.add_argument("--measure-islands", action="store_true",
+                    help="with --emit ort: compile each library with `--measure-islands` "
+                         "(islands onnxruntime runs faster on this machine are left to it)")
     ap.add_argument("--bundle-threads", choices=("per-run", "host"), default="per-run",
                     help="per-run: a bundle compiled for each --threads count; host: one "
                          "bundle compiled for all cores")
@@ -185,8 +190,8 @@ def main() -> None:
     rows, compile_rows = [], []
     with tempfile.TemporaryDirectory(prefix="aotc_bench_models_") as tmp:
         bundles = {}
-        libraries: dict[str, tuple[Path, Path]] = {}
-        island_rows: list[tuple[str, int, int]] = []
+        libraries: dict[tuple[str, int], tuple[Path, Path]] = {}
+        island_rows: list[tuple[str, int | str, int, int, str]] = []
         tuner = make_tuner(0.0, args.tuning_log) if args.tuning_log else None  # read once
         counts = args.threads if args.bundle_threads == "per-run" else [0]
         for name, path in paths.items():
@@ -199,20 +204,26 @@ def main() -> None:
                 build_bundle(folder, target="shared")
                 compile_rows.append((name, count or "all", f"{t1 - t0:.2f}",
                                      f"{time.perf_counter() - t1:.2f}"))
+                if args.emit == "ort":  # the library, compiled (and measured) likewise
+                    result = emit_ort(path, Path(tmp) / f"{name}.t{count}.ort", input_shapes=[],
+                                      name=name, tuner=tuner, target=args.target,
+                                      threads=count, measure_islands=args.measure_islands)
+                    kept = sum(t.pays for t in result.timings)
+                    island_rows.append((name, count or "all", len(result.islands),
+                                        len(result.left_out),
+                                        f"{kept} of {len(result.timings)}"
+                                        if result.timings else ""))
                 for threads in (args.threads if count == 0 else [count]):
                     bundles[name, threads] = folder
-            if args.emit == "ort":
-                result = emit_ort(path, Path(tmp) / f"{name}.ort", input_shapes=[], name=name,
-                                  tuner=tuner, target=args.target)
-                libraries[name] = (result.model_path, result.library_path)
-                island_rows.append((name, len(result.islands), len(result.left_out)))
+                    if args.emit == "ort":
+                        libraries[name, threads] = (result.model_path, result.library_path)
         flush_files()
         for threads in args.threads:
             ratios: dict[str, list[float]] = {"aotc": [], "ort+lib": [], "ort+lib/aotc": []}
             for name, path in paths.items():
                 t, check = bench_one(path, bundles[name, threads], threads, args.runs, args.block,
                                      settle_by_name(args.settle), args.ort_spinning == "on",
-                                     CLOCKS[args.clock], libraries.get(name))
+                                     CLOCKS[args.clock], libraries.get((name, threads)))
                 a, o = t["aotc"], t["ort"]
                 ratios["aotc"].append(a / o)
                 row = [name, threads, f"{a * 1e3:.3f}", f"{o * 1e3:.3f}", f"{a / o:.2f}"]
@@ -234,7 +245,8 @@ def main() -> None:
     print_rows((*head, "check"), rows, args.markdown)
     if island_rows:
         print()
-        print_rows(("model", "islands", "nodes left to onnxruntime"), island_rows, args.markdown)
+        print_rows(("model", "compiled for threads", "islands", "nodes left to onnxruntime",
+                    "islands kept after measuring"), island_rows, args.markdown)
     print()
     print_rows(("model", "compiled for threads", "aotc optimize s", "make s"), compile_rows,
                args.markdown)

@@ -31,7 +31,7 @@ def island_op(name: str, island: Island) -> str:
     return f"{name}_island{island.index}"
 
 
-def _value_info(v: ir.Value) -> onnx.ValueInfoProto:
+def value_info(v: ir.Value) -> onnx.ValueInfoProto:
     return ir.serde.serialize_value(v)
 
 
@@ -53,10 +53,10 @@ def island_model(proto: onnx.ModelProto, island: Island) -> ir.Model:
     inner = [v for n in island.nodes for v in n.outputs if v not in island.outputs]
     graph = onnx.helper.make_graph(
         nodes, f"island{island.index}",
-        [_value_info(v) for v in island.inputs],
-        [_value_info(v) for v in island.outputs],
+        [value_info(v) for v in island.inputs],
+        [value_info(v) for v in island.outputs],
         [_weight_tensor(v) for v in island.weights],
-        value_info=[_value_info(v) for v in inner])
+        value_info=[value_info(v) for v in inner])
     sub = onnx.helper.make_model(graph, opset_imports=list(proto.opset_import),
                                  ir_version=proto.ir_version)
     sub.functions.extend(proto.functions)
