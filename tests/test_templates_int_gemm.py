@@ -21,6 +21,7 @@ from aotc.package.build import build_bundle, run_model_process
 from lowering import te
 from lowering.ops import OPS, OpContext
 from lowering.search.select import space_for
+from lowering.templates.depthwise import DepthwiseSpace, _exact_in_float
 from targets.cpu.codegen import ModuleBuilder
 from targets.cpu.target import NAMED_TARGETS
 
@@ -135,8 +136,47 @@ def test_depthwise_integer_convolutions_match_onnxruntime(case: str, run_target)
 def test_depthwise_integer_convolution_takes_the_depthwise_template() -> None:
     space = _conv_space("zen4", group=16)
     assert space.kind == "depthwise" and space.pat.integer
-    # only the row form: the plane forms pad with the combiner's identity
-    assert [k.name for k in space.knobs] == ["rows"]
+    # the row form and the padded plane (its copy padded with zeros after the zero point is
+    # taken off), not the masked plane, which pads with the combiner's identity
+    assert [(k.name, k.options) for k in space.knobs] == [("rows", (2, 1, 4)),
+                                                         ("plane", ("rows", "padded"))]
+    assert _exact_in_float(space.pat)  # 8-bit values, 9 taps: sums exact in float32
+
+
+# stride-1 depthwise cases for the plane forms: 7x7 and 56-wide planes (MobileNetV2's), and
+# 17x17 windows, whose sums of 8-bit products can leave float32's exact integers (int32 copy)
+PLANE_CASES = {
+    **{k: v for k, v in DEPTHWISE.items() if "stride2" not in k},
+    "dw3x3_7x7_s8": lambda: qlinear_conv(ci=40, co=40, h=7, w=7, group=40, xdt=np.int8),
+    "dw3x3_56_wide": lambda: qlinear_conv(ci=8, co=8, h=10, w=56, group=8),
+    "dw17x17": lambda: qlinear_conv(ci=4, co=4, h=20, w=20, k=17, pad=0, group=4),
+}
+
+
+@pytest.mark.parametrize("form", ["rows", "padded"])
+@pytest.mark.parametrize("case", sorted(PLANE_CASES))
+def test_depthwise_integer_plane_forms_match_onnxruntime(case, form, run_target,
+                                                         monkeypatch) -> None:
+    """Each form, forced, against onnxruntime bit for bit (the padded form's float32 sums
+    are exact integers, so the requantized outputs equal the int32 path's)."""
+    chosen = DepthwiseSpace.default_config
+
+    def forced(self):
+        config = chosen(self)
+        return {**config, "plane": form} if "plane" in config else config
+
+    monkeypatch.setattr(DepthwiseSpace, "default_config", forced)
+    model, inputs = PLANE_CASES[case]()
+    program = compile_model(load_graph(model), run_target)
+    np.testing.assert_array_equal(run_program(program, inputs)[0],
+                                  reference_outputs(model, inputs)[0])
+
+
+def test_wide_windows_of_8_bit_values_keep_int32_sums() -> None:
+    """289 taps of products up to 255 x 255 can pass 2^24: the padded copy stays int32."""
+    space = _conv_space("zen4", group=16, k=17, side=20, pad=0)
+    assert space.kind == "depthwise" and space.pat.integer
+    assert not _exact_in_float(space.pat)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -150,11 +190,12 @@ def test_matches_onnxruntime_bit_for_bit(case: str, run_target) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def _conv_space(target_name: str, wdt: str = "int8", group: int = 1):
-    x = te.placeholder((1, 16, 12, 12), "uint8", "x")
+def _conv_space(target_name: str, wdt: str = "int8", group: int = 1, k: int = 3,
+                side: int = 12, pad: int = 1):
+    x = te.placeholder((1, 16, side, side), "uint8", "x")
     names = ["xs", "xz", "w", "ws", "wz", "ys", "yz"]
     co = 32 if group == 1 else 16
-    shapes = {"xs": (), "xz": (), "w": (co, 16 // group, 3, 3), "ws": (co,), "wz": (co,),
+    shapes = {"xs": (), "xz": (), "w": (co, 16 // group, k, k), "ws": (co,), "wz": (co,),
               "ys": (), "yz": ()}
     dtypes = {"xs": "float32", "xz": "uint8", "w": wdt, "ws": "float32", "wz": wdt,
               "ys": "float32", "yz": "uint8"}
@@ -163,8 +204,9 @@ def _conv_space(target_name: str, wdt: str = "int8", group: int = 1):
               "wz": np.zeros(32, dtype=wdt), "ys": np.float32(1), "yz": np.uint8(0)}
     inputs = [x] + [te.placeholder(shapes[k], dtypes[k], k) for k in names]
     consts = [None] + [values[k] for k in names]
-    ctx = OpContext(node="n", op_type="QLinearConv", attrs={"pads": [1, 1, 1, 1], "group": group},
-                    inputs=inputs, consts=consts, out_shapes=[(1, co, 12, 12)],
+    out = side + 2 * pad - k + 1
+    ctx = OpContext(node="n", op_type="QLinearConv", attrs={"pads": [pad] * 4, "group": group},
+                    inputs=inputs, consts=consts, out_shapes=[(1, co, out, out)],
                     out_dtypes=["uint8"])
     outputs = OPS["QLinearConv"](ctx)
     return space_for(inputs, outputs, consts, NAMED_TARGETS[target_name])

@@ -349,12 +349,14 @@ class DepthwiseSpace(ScheduleSpace):
         super().__init__(inputs, outputs, consts, target)
         self.pat = pat
         self.knobs = [Knob("rows", (2, 1, 4))]  # output rows per interior iteration
-        # the plane forms fill padding with the combiner's identity, which an integer
-        # input less its zero point does not have: they are for float windows
+        # the masked plane form fills padding with the combiner's identity, which an integer
+        # input less its zero point does not have; the padded form copies an integer input's
+        # values (less its zero point) and pads them with zeros
         if pat.weight is None and pat.w.out < POOL_MIN_WIDTH:  # a narrow pool: one form
             self.knobs.append(Knob("plane", (_narrow_pool_form(pat, target.vector_lanes_f32),)))
-        elif not pat.integer and _padded_plane_ok(pat, target.vector_lanes_f32):
-            forms = ("rows", "padded", "masked") if _masked_plane_ok(pat) else ("rows", "padded")
+        elif _padded_plane_ok(pat, target.vector_lanes_f32):
+            forms = ("rows", "padded", "masked") if not pat.integer and _masked_plane_ok(pat) \
+                else ("rows", "padded")
             self.knobs.append(Knob("plane", forms))
 
     def canonical(self, config: Config) -> Config:
@@ -529,10 +531,15 @@ class _Builder:
         pat = self.pat
         acc = self._lower(te.substitute(pat.init, env))
         if pat.weight is not None:
+            window: te.Expr | None = None
             for r0, r1, xv in taps:
                 wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
-                acc = acc + xv * self._lower(te.substitute(pat.weight, wenv))
-            return acc
+                w = self._lower(te.substitute(pat.weight, wenv))
+                if xv.dtype != w.dtype:  # an integer window's exact float32 values
+                    w = te.cast(xv.dtype, w)
+                window = xv * w if window is None else window + xv * w
+            assert window is not None
+            return acc + (window if window.dtype == acc.dtype else te.cast(acc.dtype, window))
         leaves = [acc] + [xv for _, _, xv in taps]
         if pat.combiner == "max":
             return _balanced(pat.combiner, leaves)
@@ -704,7 +711,9 @@ class _Builder:
         in the padded row pitch, v = oh*Wp + ow, where every tap is the load at v plus a
         constant; the Wp - OW positions past each row's end are thrown away when the output
         rows are copied out. A 7x7 plane is then 4 vectors per tap instead of 7 rows of a
-        5-wide interior run between two scalar borders. Stride 1 only (_padded_plane_ok)."""
+        5-wide interior run between two scalar borders. Stride 1 only (_padded_plane_ok).
+        An integer convolution's copy holds its input's values less the zero point (int32),
+        zero in the padding, so the taps read the values their products take."""
         pat = self.pat
         nb, kb = pat.conv.shape[:2]
         hp, wp = len(pat.h.valid), len(pat.w.valid)
@@ -713,7 +722,14 @@ class _Builder:
         planes = nb * kb
         chunks = -(-planes // PLANES_PER_CHUNK)
         ident = self._identity()
-        pad, virt, ch, j = self._chunk_scratch((chunks, hp * wp), (chunks, virtual))
+        # an integer input: the copy holds its values (less its zero point), zero outside,
+        # as float32 where the window's products and sums stay exact in it
+        value = pat.x_value
+        exact = _exact_in_float(pat)
+        if value is not None:
+            ident = te.const(0, "float32" if exact else value.dtype)
+        pad, virt, ch, j = self._chunk_scratch((chunks, hp * wp), (chunks, virtual),
+                                               ident.dtype)
         env = self.env
         chan = te.substitute(pat.chan, env)
         xb = self.buf[id(pat.x)]
@@ -727,6 +743,10 @@ class _Builder:
         src = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ph - pat.h.shift,
                                           te.minimum(te.maximum(pw - pat.w.shift, _c(0)),
                                                      _c(pat.x.shape[3] - 1))]))
+        if value is not None:
+            src = self._lower(_replace_load(value, pat.x, src))
+            if exact:
+                src = te.cast("float32", src)
         copy = For(pw, _c(wp), "vectorize", Store(pad, p0 + ph * wp + pw,
                                                   te.select(inside, src, ident)))
         stages: list[Stmt] = []
@@ -741,13 +761,14 @@ class _Builder:
                 for r0 in range(pat.h.taps) for r1 in range(pat.w.taps)]
         return self._plane_chunks(stages, taps, v, virt, virtual, wp, ch, j)
 
-    def _chunk_scratch(self, pad_shape: tuple[int, ...], virt_shape: tuple[int, ...]
-                       ) -> tuple[Buffer, Buffer, te.Var, te.Var]:
+    def _chunk_scratch(self, pad_shape: tuple[int, ...], virt_shape: tuple[int, ...],
+                       pad_dtype: str | None = None) -> tuple[Buffer, Buffer, te.Var, te.Var]:
         """The plane forms' scratches, one slot per chunk of planes: the plane copied with its
-        padding, and the window's values in that copy's pitch; and the chunk and the plane
-        within it, plane ch * PLANES_PER_CHUNK + j, which self.env is set to."""
+        padding (elements of `pad_dtype`, default the input's), and the window's values in
+        that copy's pitch; and the chunk and the plane within it, plane
+        ch * PLANES_PER_CHUNK + j, which self.env is set to."""
         pat = self.pat
-        pad = Buffer(f"s{len(self.buffers)}", pat.x.dtype, pad_shape, "scratch")
+        pad = Buffer(f"s{len(self.buffers)}", pad_dtype or pat.x.dtype, pad_shape, "scratch")
         self.buffers.append(pad)
         virt = Buffer(f"s{len(self.buffers)}", pat.conv.dtype, virt_shape, "scratch")
         self.buffers.append(virt)
@@ -801,6 +822,26 @@ class _Builder:
         return e
 
 
+def _exact_in_float(pat: DepthwisePattern) -> bool:
+    """Whether an integer window's sum of products is exact in float32: 8-bit inputs and
+    weights less their zero points (|value| <= 255) over few enough taps that every partial
+    sum stays below 2^24. Its vector loop is then a load and an FMA per tap (against a
+    load, a multiply and an add in int32), and the int32 result is the same."""
+    if pat.x_value is None or pat.weight is None or pat.x.dtype not in ("int8", "uint8"):
+        return False
+    weights = _loads_in(pat.weight)
+    if not weights or any(t.dtype not in ("int8", "uint8") for t in weights):
+        return False
+    return pat.h.taps * pat.w.taps * 255 * 255 < 1 << 24
+
+
+def _loads_in(e: te.Expr) -> list[te.Tensor]:
+    """The tensors `e` loads (its indices' loads included)."""
+    if isinstance(e, te.Load):
+        return [e.tensor, *(t for i in e.indices for t in _loads_in(i))]
+    return [t for c in te.children(e) for t in _loads_in(c)]
+
+
 def _plane_epilogue(pat: DepthwisePattern) -> bool:
     """Whether the epilogue runs as its own pass over each plane (PLANE_EPILOGUE_COST): the
     window sums are then stored in the output, so it must have their type."""
@@ -821,7 +862,7 @@ def _padded_plane_ok(pat: DepthwisePattern, lanes: int) -> bool:
     (PADDED_MAX_ROW_VECTORS): on wider ones the row form's loop overhead is small, and the
     padded form's two copies of the plane cost more than they save (one core, 3x3, 16 lanes:
     56- and 112-wide planes 1.3-1.6x slower padded; 28-wide 1.2x faster)."""
-    if pat.w.out > PADDED_MAX_ROW_VECTORS * lanes:
+    if pat.w.out > PADDED_MAX_ROW_VECTORS * lanes and not pat.integer:
         return False
     for a in (pat.h, pat.w):
         if a.stride != 1 or not any(a.valid):
