@@ -143,31 +143,38 @@ def test_depthwise_integer_convolution_takes_the_depthwise_template() -> None:
     assert _exact_in_float(space.pat)  # 8-bit values, 9 taps: sums exact in float32
 
 
-# stride-1 depthwise cases for the plane forms: 7x7 and 56-wide planes (MobileNetV2's), and
-# 17x17 windows, whose sums of 8-bit products can leave float32's exact integers (int32 copy)
+# depthwise cases for the plane forms (padded at stride 1, split by stride phase at 2): 7x7
+# and 56-wide planes (MobileNetV2's), and 17x17 windows, whose sums of 8-bit products can
+# leave float32's exact integers (an int32 copy then)
 PLANE_CASES = {
-    **{k: v for k, v in DEPTHWISE.items() if "stride2" not in k},
+    **DEPTHWISE,
+    "dw3x3_s2_56_to_28": lambda: qlinear_conv(ci=8, co=8, h=56, w=56, stride=2, group=8),
     "dw3x3_7x7_s8": lambda: qlinear_conv(ci=40, co=40, h=7, w=7, group=40, xdt=np.int8),
     "dw3x3_56_wide": lambda: qlinear_conv(ci=8, co=8, h=10, w=56, group=8),
     "dw17x17": lambda: qlinear_conv(ci=4, co=4, h=20, w=20, k=17, pad=0, group=4),
 }
 
 
-@pytest.mark.parametrize("form", ["rows", "padded"])
+@pytest.mark.parametrize("form", ["rows", "copy"])
 @pytest.mark.parametrize("case", sorted(PLANE_CASES))
 def test_depthwise_integer_plane_forms_match_onnxruntime(case, form, run_target,
                                                          monkeypatch) -> None:
-    """Each form, forced, against onnxruntime bit for bit (the padded form's float32 sums
-    are exact integers, so the requantized outputs equal the int32 path's)."""
+    """Each form, forced (copy: the padded or split plane, whichever the case has), against
+    onnxruntime bit for bit (the copies' float32 sums are exact integers, so the requantized
+    outputs equal the int32 path's)."""
     chosen = DepthwiseSpace.default_config
+    offered: list[tuple] = []
 
     def forced(self):
         config = chosen(self)
-        return {**config, "plane": form} if "plane" in config else config
+        (forms,) = [k.options for k in self.knobs if k.name == "plane"]
+        offered.append(forms)
+        return {**config, "plane": "rows" if form == "rows" else forms[1]}
 
     monkeypatch.setattr(DepthwiseSpace, "default_config", forced)
     model, inputs = PLANE_CASES[case]()
     program = compile_model(load_graph(model), run_target)
+    assert offered and offered[0] in (("rows", "padded"), ("rows", "split"))
     np.testing.assert_array_equal(run_program(program, inputs)[0],
                                   reference_outputs(model, inputs)[0])
 

@@ -52,6 +52,11 @@ MAX_RUNS = 8
 POOL_MIN_WIDTH = 48
 # cycles of loop overhead per loop over a run of outputs (set-up, remainder, scalar borders)
 PIECE_CYCLES = 20
+# An integer window's tap in the row form, against a float one's load and FMA: the 8-bit load
+# widened, its zero point subtracted, an int32 multiply and add, per use (the plane forms
+# convert each element once, in their copy). MobileNetV2 int8's depthwise layers on one Zen 3
+# core ran 2.3-5.5x the row form's float estimate at stride 1 and 4.5x at stride 2.
+INTEGER_ROW_TAP = 4.0
 # the forms of pools narrower than POOL_MIN_WIDTH (_narrow_pool_form)
 NARROW_FORMS = ("row_vectors", "split")
 # cycles per vector of a NaN-aware maximum (te's max: llvm.maximumnum, six instructions on
@@ -358,6 +363,8 @@ class DepthwiseSpace(ScheduleSpace):
             forms = ("rows", "padded", "masked") if not pat.integer and _masked_plane_ok(pat) \
                 else ("rows", "padded")
             self.knobs.append(Knob("plane", forms))
+        elif pat.integer and _split_ok(pat):  # strided: the copy split by stride phase
+            self.knobs.append(Knob("plane", ("rows", "split")))
 
     def canonical(self, config: Config) -> Config:
         """The split form has no rows per iteration to choose."""
@@ -416,7 +423,11 @@ class DepthwiseSpace(ScheduleSpace):
         loads_per_row = (taps_h + (rows - 1) * min(taps_h, pat.h.stride)) * pat.w.taps / rows
         vectors = math.prod(pat.conv.shape) / lanes
         pieces = planes * pat.h.out * len(pat.w.runs())
-        return (vectors * max(loads_per_row, taps) / loads + pieces * PIECE_CYCLES) / m.hz
+        # (an integer tap along a strided row also gathers its 8-bit elements: stride times
+        # the loads and shuffles)
+        per_tap = INTEGER_ROW_TAP * pat.w.stride if pat.integer else 1.0
+        return (vectors * max(loads_per_row, taps) * per_tap / loads
+                + pieces * PIECE_CYCLES) / m.hz
 
 
 class _Builder:
@@ -463,6 +474,23 @@ class _Builder:
     def _identity(self) -> te.Const:
         """The combiner's identity: what a tap outside the input contributes."""
         return te.reduce_identity(self.pat.combiner, self.pat.x.dtype)
+
+    def _copy_padding(self) -> te.Const:
+        """What the plane forms' copies hold outside the input: the identity, or for an
+        integer window zero (its values less the zero point), in float32 where the window's
+        sums are exact in it (_exact_in_float), else in the values' own type."""
+        value = self.pat.x_value
+        if value is None:
+            return self._identity()
+        return te.const(0, "float32" if _exact_in_float(self.pat) else value.dtype)
+
+    def _copied(self, load: te.Expr) -> te.Expr:
+        """What the plane forms' copies hold for the input element `load`."""
+        value = self.pat.x_value
+        if value is None:
+            return load
+        v = self._lower(_replace_load(value, self.pat.x, load))
+        return te.cast("float32", v) if _exact_in_float(self.pat) else v
 
     def _h_run(self, first: int, end: int, taps: tuple[int, ...],
                w_runs: list[tuple[int, int, tuple[int, ...]]], rows: int | None = None) -> Stmt:
@@ -670,10 +698,11 @@ class _Builder:
         size = sh * sw * phase
         virtual = -(-((oh_n - 1) * wq + ow_n) // lanes) * lanes
         chunks = -(-planes // PLANES_PER_CHUNK)
-        ident = self._identity()
+        ident = self._copy_padding()
         # the window's last vectors read up to virtual - 1 past a phase's start (the results
         # past the plane are thrown away): slack after the last chunk's sub-planes
-        pad, virt, ch, j = self._chunk_scratch((chunks * size + virtual,), (chunks * virtual,))
+        pad, virt, ch, j = self._chunk_scratch((chunks * size + virtual,), (chunks * virtual,),
+                                               ident.dtype)
         env = self.env
         chan = te.substitute(pat.chan, env)
         xb = self.buf[id(pat.x)]
@@ -690,7 +719,7 @@ class _Builder:
             at = (i + lh) * wq + lw
 
             def src(col: te.Expr, row: te.Expr = row) -> te.Expr:
-                return BufLoad(xb, flat_index(xb, [env[pat.n], chan, row, col]))
+                return self._copied(BufLoad(xb, flat_index(xb, [env[pat.n], chan, row, col])))
 
             copy: list[Stmt] = []
             if cols:
@@ -721,13 +750,7 @@ class _Builder:
         virtual = (oh_n - 1) * wp + ow_n
         planes = nb * kb
         chunks = -(-planes // PLANES_PER_CHUNK)
-        ident = self._identity()
-        # an integer input: the copy holds its values (less its zero point), zero outside,
-        # as float32 where the window's products and sums stay exact in it
-        value = pat.x_value
-        exact = _exact_in_float(pat)
-        if value is not None:
-            ident = te.const(0, "float32" if exact else value.dtype)
+        ident = self._copy_padding()
         pad, virt, ch, j = self._chunk_scratch((chunks, hp * wp), (chunks, virtual),
                                                ident.dtype)
         env = self.env
@@ -743,10 +766,7 @@ class _Builder:
         src = BufLoad(xb, flat_index(xb, [env[pat.n], chan, ph - pat.h.shift,
                                           te.minimum(te.maximum(pw - pat.w.shift, _c(0)),
                                                      _c(pat.x.shape[3] - 1))]))
-        if value is not None:
-            src = self._lower(_replace_load(value, pat.x, src))
-            if exact:
-                src = te.cast("float32", src)
+        src = self._copied(src)
         copy = For(pw, _c(wp), "vectorize", Store(pad, p0 + ph * wp + pw,
                                                   te.select(inside, src, ident)))
         stages: list[Stmt] = []
@@ -901,11 +921,11 @@ def _split_axis(a: Axis, size: int) -> tuple[list[int], int, int]:
 
 
 def _split_ok(pat: DepthwisePattern) -> bool:
-    """Whether the split form applies: a float pool whose output planes each read their own
-    input plane, and whose padding is exactly what lies outside the input (the sub-planes hold
-    the whole input and the identity around it). At stride 1 it is the padded-plane form with
-    the window run to whole vectors."""
-    if pat.weight is not None or pat.integer:
+    """Whether the split form applies: a float pool or an integer convolution whose output
+    planes each read their own input plane, and whose padding is exactly what lies outside the
+    input (the sub-planes hold the whole input and the padding value around it). At stride 1
+    it is the padded-plane form with the window run to whole vectors."""
+    if (pat.weight is not None) != pat.integer:
         return False
     if pat.chan is not pat.k or pat.x.shape[:2] != pat.conv.shape[:2]:
         return False
