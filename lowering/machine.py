@@ -134,6 +134,17 @@ class Machine:
         path.write_text(self.to_json())
 
 
+class GpuTarget(Protocol):
+    """What lowering reads of a GPU target (targets/gpu/target.py) besides `Target`'s names:
+    its machine model, the architecture its matrix and dot instructions depend on, and
+    whether float32 products may run in tf32."""
+
+    name: str
+    machine: GpuMachine
+    arch: str | None  # CUDA's "sm_90"; None where the device compiles the source (OpenCL)
+    allow_tf32: bool
+
+
 class Target(Protocol):
     """What lowering reads of a target (targets/*/target.py): names for the tuning log, the
     vector unit, the machine model, and a way to measure kernels where it runs."""

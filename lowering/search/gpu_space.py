@@ -43,7 +43,7 @@ from lowering.gpu_schedule import (
 )
 from lowering.intrinsics import GPU_INT_DOTS, MMA_INSTRUCTIONS
 from lowering.lower import lower_schedule, stages_of
-from lowering.machine import GpuMachine
+from lowering.machine import GpuMachine, GpuTarget
 from lowering.nest import hand_nests
 from lowering.schedule import Schedule, ScheduleError
 from lowering.search.space import BuiltKernel, Config, Knob, ScheduleSpace
@@ -112,8 +112,8 @@ def mma_bytes(match: MmaMatch, tile: tuple[int, int, int]) -> int:
 class GpuDefaultSpace(ScheduleSpace):
     kind = "gpu-default"
 
-    def __init__(self, inputs, outputs, consts, target) -> None:
-        super().__init__(inputs, outputs, consts, target)
+    def __init__(self, inputs, outputs, consts, target: GpuTarget) -> None:
+        super().__init__(inputs, outputs, consts, target)  # type: ignore[arg-type]
         assert isinstance(target.machine, GpuMachine)
         self.machine: GpuMachine = target.machine
         self.stages = [t for t in stages_of(self.outputs) if t.op is not None and not t.op.inline]
@@ -134,12 +134,11 @@ class GpuDefaultSpace(ScheduleSpace):
                 chunks = [c for c in _CHUNKS if c < first] or [first]
                 self.knobs.append(Knob(f"s{i}.stage", (*chunks, 0)))
         m = self.machine
-        tf32 = bool(getattr(target, "allow_tf32", False))
         self.mma: list[MmaMatch | None] = [
-            None if dyn else mma_match(t, m, getattr(target, "arch", None), tf32)
+            None if dyn else mma_match(t, m, target.arch, target.allow_tf32)
             for t, dyn in zip(self.stages, dynamic, strict=True)]
         self.dot: list[IntDotMatch | None] = [
-            None if dyn else int_dot_match(t, m, getattr(target, "arch", None))
+            None if dyn else int_dot_match(t, m, target.arch)
             for t, dyn in zip(self.stages, dynamic, strict=True)]
         for i, got in enumerate(self.dot):
             if got is not None:
