@@ -16,7 +16,7 @@ from aotc.package.program import Program, RunTimeDim
 if TYPE_CHECKING:
     from aotc.frontend.dynamic import DynamicShapes
     from aotc.ortlib.measure import IslandTiming
-    from aotc.ortlib.partition import Island
+    from aotc.ortlib.partition import Island, LeftOut
     from lowering.search.tuner import TuneProgress, Tuner
     from targets.cpu.target import CpuTarget
     from targets.gpu.target import GpuTarget
@@ -375,7 +375,7 @@ def emit_ort(
     from aotc.compiler import compile_model
     from aotc.frontend.irutil import all_graphs
     from aotc.ortlib.library import IslandBuild, build_library, library_files, library_name
-    from aotc.ortlib.partition import find_islands, why_not
+    from aotc.ortlib.partition import find_islands
     from aotc.ortlib.rewrite import (
         fallback_data_name,
         island_model,
@@ -457,35 +457,10 @@ def emit_ort(
     if measure_islands and islands:
         timings = run_stage("measure islands", lambda: _time_islands(
             name, threads, islands, filler(ops, rewritten, fallback_data), rewritten))
-        slow = {t.op: t for t in timings if not t.pays}
-        if slow:
-            graph = ir.serde.deserialize_model(serialized)
-            by_name = {n.name: n for n in graph.graph}
-            refused = {by_name[n.name]: slow[island_op(name, isl)] for isl in islands
-                       if island_op(name, isl) in slow for n in isl.nodes}
-
-            def refuse(node: ir.Node) -> str | None:
-                t = refused.get(node)
-                if t is None:
-                    return why_not(node, graph.functions)
-                return (f"onnxruntime ran its island ({t.op}) faster on this machine: "
-                        f"{t.onnxruntime_s * 1e3:.3g} ms against {t.library_s * 1e3:.3g} ms "
-                        "with aotc's kernels")
-
-            # an island that comes back whole keeps its name (the timings' table says it was
-            # kept) and its program
-            compiled = {tuple(n.name for n in isl.nodes): (isl.index, p)
-                        for isl, p in zip(islands, programs, strict=True)}
-            fresh = len(islands)
-            islands, left = find_islands(graph, refuse)
-            serialized = ir.serde.serialize_model(graph)
-            programs = []
-            for isl in islands:
-                index, program = compiled.get(tuple(n.name for n in isl.nodes), (fresh, None))
-                fresh += index == fresh
-                isl.index = index
-                programs.append(program or compile_island(island_model(serialized, isl), isl,
-                                                          None))
+        if not all(t.pays for t in timings):
+            serialized, islands, left, programs = _without_slow_islands(
+                serialized, islands, programs, timings, name,
+                lambda sub, isl: compile_island(sub, isl, None))
             ops = builds(islands, programs)
             rewritten, fallback_data = model_with_islands(serialized, islands, name)
     fill = filler(ops, rewritten, fallback_data)
@@ -502,6 +477,46 @@ def emit_ort(
         islands=[(b.op, [n.op_type for n in isl.nodes]) for b, isl in zip(ops, islands,
                                                                           strict=True)],
         left_out=[(lo.node, lo.op, lo.reason) for lo in left], timings=timings)
+
+
+def _without_slow_islands(
+    serialized: onnx.ModelProto, islands: list[Island], programs: list[Program],
+    timings: list[IslandTiming], name: str,
+    compile_island: Callable[[ir.Model, Island], Program],
+) -> tuple[onnx.ModelProto, list[Island], list[LeftOut], list[Program]]:
+    """The partition made again with the nodes of the islands that measured slower with the
+    library refused (the reason carries both medians): the model, its islands, the nodes left
+    to onnxruntime and the islands' programs. An island that comes back whole keeps its name
+    (the timings' table says it was kept) and its program."""
+    from aotc.ortlib.partition import find_islands, why_not
+    from aotc.ortlib.rewrite import island_model, island_op
+
+    slow = {t.op: t for t in timings if not t.pays}
+    graph = ir.serde.deserialize_model(serialized)
+    by_name = {n.name: n for n in graph.graph}
+    refused = {by_name[n.name]: slow[island_op(name, isl)] for isl in islands
+               if island_op(name, isl) in slow for n in isl.nodes}
+
+    def refuse(node: ir.Node) -> str | None:
+        t = refused.get(node)
+        if t is None:
+            return why_not(node, graph.functions)
+        return (f"onnxruntime ran its island ({t.op}) faster on this machine: "
+                f"{t.onnxruntime_s * 1e3:.3g} ms against {t.library_s * 1e3:.3g} ms "
+                "with aotc's kernels")
+
+    compiled = {tuple(n.name for n in isl.nodes): (isl.index, p)
+                for isl, p in zip(islands, programs, strict=True)}
+    fresh = len(islands)
+    kept, left = find_islands(graph, refuse)
+    serialized = ir.serde.serialize_model(graph)
+    kept_programs = []
+    for isl in kept:
+        index, program = compiled.get(tuple(n.name for n in isl.nodes), (fresh, None))
+        fresh += index == fresh
+        isl.index = index
+        kept_programs.append(program or compile_island(island_model(serialized, isl), isl))
+    return serialized, kept, left, kept_programs
 
 
 def _time_islands(name: str, threads: int, islands: list[Island],
