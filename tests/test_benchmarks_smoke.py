@@ -93,6 +93,17 @@ def test_bench_models_with_the_ort_library() -> None:
     assert islands["islands"] == 1 and islands["nodes left to onnxruntime"] == 0
 
 
+def test_bench_models_measures_the_islands() -> None:
+    """--emit ort --measure-islands: the library is compiled per thread count with its island
+    timed; whichever way the timing goes, the row says how many were kept."""
+    rows = _run("bench_models.py", "--models", "mlp", "--runs", "3", "--threads", "1",
+                "--emit", "ort", "--measure-islands")
+    islands = next(r for r in rows if "islands" in r)
+    assert islands["compiled for threads"] == 1
+    assert islands["islands kept after measuring"] in ("0 of 1", "1 of 1")
+    assert islands["islands"] == int(islands["islands kept after measuring"][0])
+
+
 def test_ort_memory_reports_the_three_cases() -> None:
     proc = subprocess.run([sys.executable, str(BENCH / "ort_memory.py"), "models/mlp.onnx"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
