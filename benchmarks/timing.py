@@ -24,22 +24,9 @@ import onnx
 import onnxruntime as ort
 
 from aotc.package.loaded import LoadedBundle, _pointer_array
+from aotc.quiesce import quiesce
 
 Engine = Callable[[], object]
-
-def quiesce(step: float = 0.005, idle: float = 0.0005, limit: float = 1.0) -> None:
-    """Sleeps until this process's other threads stop burning CPU: until a `step`-second sleep
-    adds less than `idle` seconds to the process CPU time (all threads), at most `limit` seconds.
-    onnxruntime's workers spin ~30 ms of CPU after each run, OpenBLAS's longer, aotc's 0.2 ms
-    (spin_study.py); a fixed pause that covers them on an idle machine does not on a loaded one,
-    where a spinning thread gets only part of a core and so spins for longer."""
-    end = time.perf_counter() + limit
-    while time.perf_counter() < end:
-        c0 = time.process_time()
-        time.sleep(step)
-        if time.process_time() - c0 < idle:
-            return
-
 
 def fixed_pause(seconds: float) -> Callable[[], None]:
     return lambda: time.sleep(seconds)

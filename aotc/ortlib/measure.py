@@ -5,10 +5,13 @@ inputs, the weights it shares with onnxruntime's nodes as initializers, its func
 and run by onnxruntime twice over: with the library registered, which runs aotc's kernels, and
 without, which runs the node's model-local function, i.e. the island's nodes on onnxruntime's
 own kernels after its own graph optimizations. The two sessions alternate run by run on the same
-inputs, at the thread count the library is built for, and the medians decide: an island that is
-slower with the library than without is left to onnxruntime. So the library never makes a model
-slower than onnxruntime alone island by island, at the price of a compile whose output depends
-on the machine's timings (the flag is off by default for that reason).
+inputs, at the thread count the library is built for, each run after the other session's
+workers have stopped spinning (aotc.quiesce: otherwise a spinning pool holds the core the next
+run needs, which skews a two-thread comparison), and the medians decide: an island not clearly
+faster with the library than without (KEEP_BELOW) is left to onnxruntime. So the library does
+not make a model slower than onnxruntime alone island by island, as far as the measurement
+can tell, at the price of a compile whose output depends on the machine's timings (the flag
+is off by default for that reason).
 
 The cut-out models also check the library against onnxruntime on random inputs: an island whose
 outputs disagree is an error, not a speed question.
@@ -28,6 +31,13 @@ import onnx
 from aotc.errors import AotcError
 from aotc.ortlib.partition import Island
 from aotc.ortlib.rewrite import ISLAND_DOMAIN, island_op, value_info
+from aotc.quiesce import quiesce
+
+# An island stays compiled when its median with the library is at most this share of
+# onnxruntime's: two-thread medians of the same two sessions moved by 3-8 % between runs on a
+# 2-core guest (RegNetY-400MF: 0.97 of onnxruntime's time in one measurement, 1.07-1.15 in
+# the benchmark's), and a gain within that spread is not worth the risk of a loss.
+KEEP_BELOW = 0.97
 
 
 class IslandTiming(NamedTuple):
@@ -37,7 +47,7 @@ class IslandTiming(NamedTuple):
 
     @property
     def pays(self) -> bool:
-        return self.library_s <= self.onnxruntime_s
+        return self.library_s <= KEEP_BELOW * self.onnxruntime_s
 
 
 def island_alone(rewritten: onnx.ModelProto, island: Island, name: str) -> onnx.ModelProto:
@@ -118,6 +128,7 @@ def time_islands(folder: Path, library: Path, rewritten: onnx.ModelProto,
             order = (0, 1) if r % 2 else (1, 0)
             for k in order:
                 sess = (with_lib, without)[k]
+                quiesce()  # the other session's workers spin after its run
                 t = time.perf_counter()
                 sess.run(None, feeds)
                 seconds[k].append(time.perf_counter() - t)
