@@ -28,6 +28,7 @@ from aotc.quiesce import quiesce
 
 Engine = Callable[[], object]
 
+
 def fixed_pause(seconds: float) -> Callable[[], None]:
     return lambda: time.sleep(seconds)
 

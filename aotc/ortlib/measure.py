@@ -28,16 +28,22 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 
+from aotc.compiler import DTYPE_NAMES
 from aotc.errors import AotcError
+from aotc.frontend.irutil import static_dims
 from aotc.ortlib.partition import Island
 from aotc.ortlib.rewrite import ISLAND_DOMAIN, island_op, value_info
 from aotc.quiesce import quiesce
+from aotc.verify import NP_DTYPES, compare
 
 # An island stays compiled when its median with the library is at most this share of
 # onnxruntime's: two-thread medians of the same two sessions moved by 3-8 % between runs on a
 # 2-core guest (RegNetY-400MF: 0.97 of onnxruntime's time in one measurement, 1.07-1.15 in
 # the benchmark's), and a gain within that spread is not worth the risk of a loss.
 KEEP_BELOW = 0.97
+# The library's outputs against onnxruntime's on the cut-out model (aotc.verify.compare: error
+# at most this times max(1, max |onnxruntime's|), non-finites alike, integers exact)
+OUTPUT_TOLERANCE = 1e-3
 
 
 class IslandTiming(NamedTuple):
@@ -56,17 +62,11 @@ def island_alone(rewritten: onnx.ModelProto, island: Island, name: str) -> onnx.
     node = next(n for n in rewritten.graph.node
                 if n.op_type == op and n.domain == ISLAND_DOMAIN)
     inits = {t.name: t for t in rewritten.graph.initializer}
-    types = {v.name: v for v in [*rewritten.graph.input, *rewritten.graph.value_info,
-                                 *rewritten.graph.output]}
-    activations = {v.name: v for v in island.inputs}
-    inputs, weights = [], []
-    for v in node.input:
-        if v in inits:
-            weights.append(inits[v])
-        else:
-            inputs.append(types[v] if v in types else value_info(activations[v]))
+    # the node reads the island's activations, then the weights it shares (initializers)
+    weights = [inits[v] for v in node.input if v in inits]
     graph = onnx.helper.make_graph(
-        [node], op, inputs, [value_info(v) for v in island.outputs], weights)
+        [node], op, [value_info(v) for v in island.inputs],
+        [value_info(v) for v in island.outputs], weights)
     model = onnx.helper.make_model(graph, opset_imports=list(rewritten.opset_import),
                                    ir_version=rewritten.ir_version)
     model.functions.extend(rewritten.functions)
@@ -85,23 +85,17 @@ def _session(path: Path, threads: int, library: Path | None):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
-def _inputs(session, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Random normal floats; zeros for every other element type (a valid index, count or
-    flag wherever an integer input is one)."""
+def _inputs(island: Island, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The island's activations: random normal floats; zeros for every other element type (a
+    valid index, count or flag wherever an integer input is one)."""
     feeds = {}
-    for i in session.get_inputs():
-        dtype = np.dtype(_NUMPY.get(i.type, np.float32))
-        shape = [d if isinstance(d, int) else 1 for d in i.shape]
-        feeds[i.name] = (rng.standard_normal(shape).astype(dtype)
-                         if np.issubdtype(dtype, np.floating) else np.zeros(shape, dtype))
+    for v in island.inputs:
+        dtype = NP_DTYPES[DTYPE_NAMES[v.dtype]]
+        shape = static_dims(v.shape)
+        assert shape is not None  # (an island's values have static shapes: partition.why_not)
+        feeds[v.name or ""] = (rng.standard_normal(shape).astype(dtype)
+                               if dtype.kind == "f" else np.zeros(shape, dtype))
     return feeds
-
-
-_NUMPY = {"tensor(float)": np.float32, "tensor(double)": np.float64,
-          "tensor(float16)": np.float16, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
-          "tensor(int16)": np.int16, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8,
-          "tensor(uint16)": np.uint16, "tensor(uint32)": np.uint32,
-          "tensor(uint64)": np.uint64, "tensor(bool)": np.bool_}
 
 
 def time_islands(folder: Path, library: Path, rewritten: onnx.ModelProto,
@@ -117,10 +111,10 @@ def time_islands(folder: Path, library: Path, rewritten: onnx.ModelProto,
         path = folder / f"measure_{op}.onnx"
         onnx.save(island_alone(rewritten, isl, name), str(path))
         with_lib, without = _session(path, threads, library), _session(path, threads, None)
-        feeds = _inputs(with_lib, rng)
+        feeds = _inputs(isl, rng)
         ours, theirs = with_lib.run(None, feeds), without.run(None, feeds)
         for a, b, out in zip(ours, theirs, with_lib.get_outputs(), strict=True):
-            if not _close(a, b):
+            if not compare(a, b, OUTPUT_TOLERANCE)[2]:
                 raise AotcError(f"island {op}: output '{out.name}' differs from onnxruntime's "
                                 "on random inputs", hint="please report this model")
         seconds: tuple[list[float], list[float]] = ([], [])
@@ -137,11 +131,3 @@ def time_islands(folder: Path, library: Path, rewritten: onnx.ModelProto,
         path.unlink()
     return timings
 
-
-def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.shape != b.shape:
-        return False
-    if not np.issubdtype(a.dtype, np.floating):
-        return bool(np.array_equal(a, b))
-    scale = max(1.0, float(np.max(np.abs(b), initial=0.0)))
-    return bool(np.allclose(a, b, rtol=1e-3, atol=1e-3 * scale, equal_nan=True))

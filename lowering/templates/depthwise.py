@@ -741,8 +741,9 @@ class _Builder:
         constant; the Wp - OW positions past each row's end are thrown away when the output
         rows are copied out. A 7x7 plane is then 4 vectors per tap instead of 7 rows of a
         5-wide interior run between two scalar borders. Stride 1 only (_padded_plane_ok).
-        An integer convolution's copy holds its input's values less the zero point (int32),
-        zero in the padding, so the taps read the values their products take."""
+        An integer convolution's copy holds its input's values less the zero point, zero in
+        the padding (float32 where the window's sums are exact in it, else int32:
+        _copy_padding), so the taps read the values their products take."""
         pat = self.pat
         nb, kb = pat.conv.shape[:2]
         hp, wp = len(pat.h.valid), len(pat.w.valid)
@@ -849,17 +850,10 @@ def _exact_in_float(pat: DepthwisePattern) -> bool:
     load, a multiply and an add in int32), and the int32 result is the same."""
     if pat.x_value is None or pat.weight is None or pat.x.dtype not in ("int8", "uint8"):
         return False
-    weights = _loads_in(pat.weight)
+    weights = te.tensors_read(pat.weight)
     if not weights or any(t.dtype not in ("int8", "uint8") for t in weights):
         return False
     return pat.h.taps * pat.w.taps * 255 * 255 < 1 << 24
-
-
-def _loads_in(e: te.Expr) -> list[te.Tensor]:
-    """The tensors `e` loads (its indices' loads included)."""
-    if isinstance(e, te.Load):
-        return [e.tensor, *(t for i in e.indices for t in _loads_in(i))]
-    return [t for c in te.children(e) for t in _loads_in(c)]
 
 
 def _plane_epilogue(pat: DepthwisePattern) -> bool:
