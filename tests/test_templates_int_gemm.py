@@ -181,7 +181,7 @@ def test_depthwise_integer_plane_forms_match_onnxruntime(case, form, run_target,
 
 def test_wide_windows_of_8_bit_values_keep_int32_sums() -> None:
     """289 taps of products up to 255 x 255 can pass 2^24: the padded copy stays int32."""
-    space = _conv_space("zen4", group=16, k=17, side=20, pad=0)
+    space = _conv_space("zen4", group=16, ksize=17, side=20, pad=0)
     assert space.kind == "depthwise" and space.pat.integer
     assert not _exact_in_float(space.pat)
 
@@ -197,12 +197,12 @@ def test_matches_onnxruntime_bit_for_bit(case: str, run_target) -> None:
     np.testing.assert_array_equal(got, want)
 
 
-def _conv_space(target_name: str, wdt: str = "int8", group: int = 1, k: int = 3,
+def _conv_space(target_name: str, wdt: str = "int8", group: int = 1, ksize: int = 3,
                 side: int = 12, pad: int = 1):
     x = te.placeholder((1, 16, side, side), "uint8", "x")
     names = ["xs", "xz", "w", "ws", "wz", "ys", "yz"]
     co = 32 if group == 1 else 16
-    shapes = {"xs": (), "xz": (), "w": (co, 16 // group, k, k), "ws": (co,), "wz": (co,),
+    shapes = {"xs": (), "xz": (), "w": (co, 16 // group, ksize, ksize), "ws": (co,), "wz": (co,),
               "ys": (), "yz": ()}
     dtypes = {"xs": "float32", "xz": "uint8", "w": wdt, "ws": "float32", "wz": wdt,
               "ys": "float32", "yz": "uint8"}
@@ -211,7 +211,7 @@ def _conv_space(target_name: str, wdt: str = "int8", group: int = 1, k: int = 3,
               "wz": np.zeros(32, dtype=wdt), "ys": np.float32(1), "yz": np.uint8(0)}
     inputs = [x] + [te.placeholder(shapes[k], dtypes[k], k) for k in names]
     consts = [None] + [values[k] for k in names]
-    out = side + 2 * pad - k + 1
+    out = side + 2 * pad - ksize + 1
     ctx = OpContext(node="n", op_type="QLinearConv", attrs={"pads": [pad] * 4, "group": group},
                     inputs=inputs, consts=consts, out_shapes=[(1, co, out, out)],
                     out_dtypes=["uint8"])
