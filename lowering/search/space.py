@@ -8,6 +8,7 @@ Spaces come from static analysis of the computation (`space_for`), never from op
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,22 @@ class ScheduleSpace(ABC):
     def default_config(self) -> Config:
         """The first option of every knob."""
         return {k.name: k.options[0] for k in self.knobs}
+
+    def model_best_config(self) -> Config:
+        """The configuration the cost model ranks best over the whole space (for the small
+        template spaces: their `default_config`). A bundle runs at its compiled thread count
+        or, overridden at run time, at one thread: the rank is the sum of both times, so that
+        balancing tiles over the threads does not buy a configuration that is much slower on
+        one core."""
+        best: tuple[float, Config] | None = None
+        for combo in itertools.product(*[k.options for k in self.knobs]):
+            cfg = {k.name: v for k, v in zip(self.knobs, combo, strict=True)}
+            one_core = self.cost(cfg)
+            c = one_core + self.threaded_cost(cfg, one_core)
+            if best is None or c < best[0]:
+                best = (c, cfg)
+        assert best is not None
+        return best[1]
 
     def key(self) -> str:
         """What the tuning log is keyed by: the computation (kernel text at the default

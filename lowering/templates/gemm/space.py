@@ -5,7 +5,6 @@ configuration the cost model ranks best.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -334,19 +333,7 @@ class GemmSpace(GemmCost, ScheduleSpace):
         return GemmBlock(mr, nv, self.target.vector_lanes_f32)
 
     def default_config(self) -> Config:
-        """The configuration the cost model ranks best (the space is small: enumerate). A
-        bundle runs at its compiled thread count or, overridden at run time, at one thread:
-        the rank is the sum of both times, so that balancing tiles over the threads does not
-        buy a configuration that is much slower on one core."""
-        best: tuple[float, Config] | None = None
-        for combo in itertools.product(*[k.options for k in self.knobs]):
-            cfg = {k.name: v for k, v in zip(self.knobs, combo, strict=True)}
-            one_core = self.cost(cfg)
-            c = one_core + self.threaded_cost(cfg, one_core)
-            if best is None or c < best[0]:
-                best = (c, cfg)
-        assert best is not None
-        return best[1]
+        return self.model_best_config()
 
     def flops(self) -> float:
         p = self.pat

@@ -131,9 +131,16 @@ class IntGemmSpace(ScheduleSpace):
     def flops(self) -> float:
         return 2.0 * self.pat.macs
 
+    def default_config(self) -> Config:
+        """The cost model's best: its blocks' rates differ by a few per cent per layer, less
+        than the margin by which the model may leave a default, so the first block would
+        otherwise serve every layer."""
+        return self.model_best_config()
+
     def cost(self, config: Config) -> float:
-        """Dot instructions at the machine's FMA issue rate, padded tiles included, plus the
-        packing of runtime operands (one pass, an element per cycle-ish, per split)."""
+        """Dot instructions at the machine's FMA issue rate, padded tiles included, or the
+        column panels' stream from L2 where a panel outgrows L1, whichever is slower; plus
+        the packing of runtime operands (one pass, an element per cycle-ish, per split)."""
         m = self.target.machine
         blk = self.block(config)
         p = self.pat
@@ -142,6 +149,11 @@ class IntGemmSpace(ScheduleSpace):
         # the k loop's loads: NV column vectors and MR broadcasts per MR x NV dots
         issue = max(1.0, (blk.mr + blk.nv) / (m.loads_per_cycle * blk.mr * blk.nv / m.fma_per_cycle))
         seconds = dots * issue / (m.fma_per_cycle * m.hz)
+        # every M tile re-reads its N panel's column words: from L1 while the panel fits
+        # there, else streamed from L2 at the rate that level delivers
+        panel = self.kg * blk.nr * 4
+        if panel > m.l1:
+            seconds = max(seconds, p.batch.size * nt * mt * panel / m.l2_bandwidth)
         split = int(config["split"])  # type: ignore[call-overload]
         packed = 0.0
         if p.cols.source is not None:
