@@ -59,3 +59,34 @@ def test_the_expanded_nodes_are_gone():
     ops = {n.op_type for n in load_graph(model, passes=False).graph}
     assert not ops & {"SoftmaxCrossEntropyLoss", "NegativeLogLikelihoodLoss"}
     assert "GatherElements" in ops or "Gather" in ops
+
+
+def test_a_preview_operator_with_a_graph_attribute_is_expanded():
+    """FlexAttention (domain ai.onnx.preview) is defined by a body that applies its score_mod
+    graph; that graph is written into the body, since onnx's inliner takes no graph
+    attributes. Here a soft cap, tanh(s / 4) * 4, checked against numpy."""
+    from onnx import TensorProto, helper
+    from program_runner import compile_onnx, run_program
+
+    cap = 4.0
+    scores = helper.make_tensor_value_info("s", TensorProto.FLOAT, ["B", "H", "L", "S"])
+    capped = helper.make_tensor_value_info("s_out", TensorProto.FLOAT, ["B", "H", "L", "S"])
+    soft_cap = helper.make_graph(
+        [helper.make_node("Div", ["s", "cap"], ["sq"]), helper.make_node("Tanh", ["sq"], ["st"]),
+         helper.make_node("Mul", ["st", "cap"], ["s_out"])],
+        "soft_cap", [scores], [capped], [helper.make_tensor("cap", TensorProto.FLOAT, [], [cap])])
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview",
+                            score_mod=soft_cap, scale=2.0)
+    shapes = {"q": (1, 2, 5, 8), "k": (1, 2, 6, 8), "v": (1, 2, 6, 3)}
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+                      for n, s in shapes.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 5, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 26),
+                                                    helper.make_opsetid("ai.onnx.preview", 1)])
+    q, k, v = (RNG.standard_normal(s).astype(np.float32) for s in shapes.values())
+    s = np.tanh(np.einsum("bhle,bhse->bhls", q, k) * 2.0 / cap) * cap
+    p = np.exp(s - s.max(-1, keepdims=True))
+    want = np.einsum("bhls,bhsv->bhlv", p / p.sum(-1, keepdims=True), v)
+    got = run_program(compile_onnx(model), [q, k, v])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

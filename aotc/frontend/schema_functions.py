@@ -23,9 +23,14 @@ from lowering.ops import OPS
 EXPANDED_DOMAIN = "aotc.schema_function"
 
 
-def _schema(op_type: str, version: int) -> defs.OpSchema | None:
+# ONNX's own domains whose operators may carry such bodies: the standard one and the preview
+# one (FlexAttention's body applies its score and probability graphs)
+ONNX_DOMAINS = {"": "", "ai.onnx": "", "ai.onnx.preview": "ai.onnx.preview"}
+
+
+def _schema(op_type: str, version: int, domain: str = "") -> defs.OpSchema | None:
     try:
-        return defs.get_schema(op_type, version, "")
+        return defs.get_schema(op_type, version, domain)
     except defs.SchemaError:
         return None
 
@@ -75,6 +80,27 @@ def _body(node: ir.Node, proto: onnx.NodeProto, schema: defs.OpSchema,
     return None
 
 
+def _resolve_attributes(nodes, values: dict[str, onnx.AttributeProto]) -> None:
+    """Replace every attribute of `nodes` (and of the nodes of their subgraphs) that refers to
+    a function attribute (`ref_attr_name`) by the value in `values`; one the node leaves
+    unset is dropped, as the reference means."""
+    for n in nodes:
+        kept = []
+        for a in n.attribute:
+            if a.ref_attr_name:
+                if a.ref_attr_name not in values:
+                    continue
+                value = onnx.AttributeProto()
+                value.CopyFrom(values[a.ref_attr_name])
+                value.name = a.name
+                a = value
+            for g in [a.g, *a.graphs]:
+                _resolve_attributes(g.node, values)
+            kept.append(a)
+        del n.attribute[:]
+        n.attribute.extend(kept)
+
+
 def expand_schema_functions(model: ir.Model) -> bool:
     """Replace every node whose operator aotc lacks and whose schema defines it as a function by
     a call of that function (inline_functions inlines it); True if any was."""
@@ -84,10 +110,14 @@ def expand_schema_functions(model: ir.Model) -> bool:
     count = 0
     for graph in all_graphs(model.graph):
         for node in list(graph):
-            if node.domain not in ("", "ai.onnx") or node.op_type in OPS:
+            domain = ONNX_DOMAINS.get(node.domain)
+            if domain is None or (domain == "" and node.op_type in OPS):
                 continue
-            version = node.version if node.version is not None else default
-            schema = _schema(node.op_type, version)
+            version = node.version if node.version is not None else \
+                default if domain == "" else model.opset_imports.get(domain)
+            if version is None:
+                continue
+            schema = _schema(node.op_type, version, domain)
             if schema is None or not (schema.has_function
                                       or schema.has_context_dependent_function):
                 continue
@@ -111,14 +141,17 @@ def expand_schema_functions(model: ir.Model) -> bool:
             del function.output[:]
             function.output.extend(kept)
             if not any(o.domain == "" for o in function.opset_import):
-                function.opset_import.append(onnx.helper.make_opsetid("", version))
+                function.opset_import.append(onnx.helper.make_opsetid("", default))
+            # the function serves this node alone: its attributes are written into the body,
+            # which onnx's inliner needs for graph attributes (a score_mod graph)
+            _resolve_attributes(function.node, {a.name: a for a in proto.attribute})
+            del function.attribute[:]
+            del function.attribute_proto[:]
             count += 1
             fn = ir.serde.deserialize_function(function)
             model.functions[fn.identifier()] = fn
             node.domain, node.op_type, node.version = EXPANDED_DOMAIN, name, None
             node.attributes.clear()
-            for attr in proto.attribute:
-                node.attributes[attr.name] = ir.serde.deserialize_attribute(attr)
     if count:
         model.opset_imports[EXPANDED_DOMAIN] = 1
     return count > 0
