@@ -106,6 +106,24 @@ def test_nms_against_onnxruntime(b, c, n, center, flip, params) -> None:
         _same(got, want)
 
 
+def test_nms_sorts_only_the_boxes_above_the_score_threshold() -> None:
+    """A detector's scores: most boxes under the threshold (left out before the sort), a
+    class with none above it, a NaN score (never above it), a limit some classes reach."""
+    rng = np.random.default_rng(5)
+    b, c, n = 2, 4, 300
+    model = _model(b, c, n, {"m": 6, "iou": 0.4, "st": 0.6})
+    program = compile_onnx(model)
+    for _ in range(3):
+        scores = (rng.random((b, c, n)) ** 6).astype(np.float32)  # ~8 % above 0.6
+        scores[0, 1] = rng.random(n).astype(np.float32) * 0.6  # none above
+        scores[1, 2, rng.integers(0, n, 5)] = np.nan
+        x = [_boxes(rng, b, n, 0, False), scores]
+        (got,) = run_program(program, x)
+        (want,) = ort_outputs(model, x)
+        assert 0 < len(want)
+        _same(got, want)
+
+
 @pytest.mark.parametrize("n", [1, 2, 37, 256])
 @pytest.mark.parametrize("iou", [1.0, 0.5])
 def test_nms_orders_equal_scores_by_box_index(n: int, iou: float) -> None:

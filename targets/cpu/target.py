@@ -117,6 +117,10 @@ class CpuTarget:
 def _init_llvm() -> None:
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
+    # x86's cmov converter turns a conditional move on a loop-carried chain into a branch,
+    # betting that the branch is predictable; the kernels' data-dependent choices (a merge's
+    # next element by score) are not, and mispredicted they cost several times the chain
+    llvm.set_option("", "--x86-cmov-converter=false")
 
 
 def enabled_features(features: str) -> set[str]:

@@ -140,44 +140,59 @@ def _no_boxes(ctx: OpContext) -> bool:
     return ctx.consts[2] is not None and int(ctx.const(2).reshape(-1)[0]) <= 0
 
 
-def _in_score_order(srt: Buffer, scratch, n: int, score, order: Order) -> tuple[Stmt, int]:
-    """A bottom-up merge sort of the class's box indices 0..n-1 into `order` (stable, so equal
-    scores keep the lower index first, as TopK's order has it), in log2(n) passes of
-    fixed-extent loops (the loop IR has no while loop), ping-ponging between the two halves of
-    `srt` (2n). Returns the nest and the offset of the half that ends up sorted: n log n
-    compares per class, where ranking every candidate against every other took n^2."""
+def _in_score_order(srt: Buffer, keys: Buffer, scratch, n: int, score, order: Order,
+                    eligible) -> tuple[Stmt, int, te.Expr]:
+    """The class's box indices whose score is `eligible` (above the score threshold), sorted
+    into `order` (stable, so equal scores keep the lower index first, as TopK's order has it)
+    by a bottom-up merge sort in log2(n) passes of loops (the loop IR has no while loop; runs
+    past the candidates' count are empty), ping-ponging between the two halves of `srt` (2n).
+    Each entry's score moves with it in `keys`, so a compare loads beside the index rather
+    than through it. Boxes under the threshold are left out before sorting: a detector's
+    classes keep few of their boxes. Returns the nest, the offset of the half that ends up
+    sorted, and the candidates' count (an expression over a scratch)."""
     passes = max(1, (n - 1).bit_length())
-    width, left, right, took = (scratch(f"nms_sort_{v}", I64, (1,))
-                                for v in ("width", "left", "right", "took"))
+    width, left, right, took, count = (scratch(f"nms_sort_{v}", I64, (1,))
+                                       for v in ("width", "left", "right", "took", "count"))
     i, p, blk, k = (te.Var(f"nms_sort_{v}") for v in ("i", "p", "blk", "k"))
+    m = BufLoad(count, _c(0))
     w = BufLoad(width, _c(0))
     src, dst = (p % 2) * n, (_c(1) - p % 2) * n
-    lo = blk * (w * 2)
-    mid, hi = te.minimum(lo + w, _c(n)), te.minimum(lo + w * 2, _c(n))
+    lo = te.minimum(blk * (w * 2), m)
+    mid, hi = te.minimum(lo + w, m), te.minimum(lo + w * 2, m)
     li, ri = BufLoad(left, _c(0)), BufLoad(right, _c(0))
     # (clamped: a run that is used up is not read, but its index is still loaded at)
-    a = BufLoad(srt, src + te.minimum(li, _c(n - 1)))
-    b = BufLoad(srt, src + te.minimum(ri, _c(n - 1)))
+    at_l, at_r = src + te.minimum(li, _c(n - 1)), src + te.minimum(ri, _c(n - 1))
+    a, b = BufLoad(srt, at_l), BufLoad(srt, at_r)
+    sa, sb = BufLoad(keys, at_l), BufLoad(keys, at_r)
     from_left = te.logical_and(te.lt(li, mid), te.logical_or(
-        te.ge(ri, hi), te.unary("not", order.beats(score(b), b, score(a), a))))
+        te.ge(ri, hi), te.unary("not", order.beats(sb, b, sa, a))))
+    t = BufLoad(took, _c(0))
+    # the entry taken is read at an address computed from the choice, not chosen by a select:
+    # LLVM turns a select between two loads into a branch, which random scores mispredict
+    pick = at_r + (at_l - at_r) * t
     merge = Seq([
         Store(left, _c(0), lo), Store(right, _c(0), mid),
         For(k, hi - lo, "serial", Seq([
             Store(took, _c(0), te.cast(I64, from_left)),  # (once: the stores below move it)
-            Store(srt, dst + lo + k, te.select(from_left, a, b)),
-            Store(right, _c(0), ri + _c(1) - BufLoad(took, _c(0))),
-            Store(left, _c(0), li + BufLoad(took, _c(0))),
+            Store(srt, dst + lo + k, BufLoad(srt, pick)),
+            Store(keys, dst + lo + k, BufLoad(keys, pick)),
+            Store(right, _c(0), ri + _c(1) - t),
+            Store(left, _c(0), li + t),
         ])),
     ])
     nest = Seq([
-        For(i, _c(n), "serial", Store(srt, i, i)),
+        Store(count, _c(0), _c(0)),
+        For(i, _c(n), "serial", Seq([  # the eligible boxes, packed in index order
+            Store(srt, m, i), Store(keys, m, score(i)),
+            Store(count, _c(0), m + te.cast(I64, eligible(i))),
+        ])),
         Store(width, _c(0), _c(1)),
         For(p, _c(passes), "serial", Seq([
-            For(blk, (_c(n) + w * 2 - _c(1)) // (w * 2), "serial", merge),
+            For(blk, (m + w * 2 - _c(1)) // (w * 2), "serial", merge),
             Store(width, _c(0), w * 2),
         ])),
     ])
-    return nest, (passes % 2) * n
+    return nest, (passes % 2) * n, m
 
 
 def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center: int,
@@ -185,8 +200,8 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
             limit: te.Tensor | te.Expr, iou: te.Tensor | te.Expr,
             floor: te.Tensor | te.Expr | None) -> Stmt:
     """The greedy pass: out[b, c, r] = the box index + 1 of the r-th candidate of (b, c) in
-    score order where it is kept, else 0. Per class: the candidates sorted into score order
-    (`_in_score_order`), then a serial loop over them, each compared with the boxes kept so far
+    score order where it is kept, else 0. Per class: the candidates (the boxes above the
+    score threshold) sorted into score order (`_in_score_order`), then a serial loop over them, each compared with the boxes kept so far
     (listed in a scratch as they are kept), as onnxruntime's: n times the kept count overlap
     tests per class at most, and none past the class's limit or under the score threshold."""
     nb, nc, n = dims
@@ -194,6 +209,7 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     count = scratch("nms_count", I64, (1,))
     hit = scratch("nms_hit", I64, (1,))
     srt = scratch("nms_order", I64, (2 * n,))
+    keys = scratch("nms_order_scores", "float32", (2 * n,))
     kept = scratch("nms_kept_boxes", I64, (n,))
 
     def scalar(v: te.Tensor | te.Expr) -> te.Expr:
@@ -210,12 +226,14 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     def score(j: te.Expr) -> te.Expr:
         return BufLoad(sb, bc * n + j)
 
-    sort, sorted_at = _in_score_order(srt, scratch, n, score, order)
+    def above_floor(j: te.Expr) -> te.Expr:
+        return te.Const(True, "bool") if floor is None else te.gt(score(j), scalar(floor))
+
+    sort, sorted_at, candidates = _in_score_order(srt, keys, scratch, n, score, order,
+                                                  above_floor)
     so_far = BufLoad(count, _c(0))
-    cand = BufLoad(srt, _c(sorted_at) + r)
-    eligible = [te.lt(so_far, most)]
-    if floor is not None:
-        eligible.append(te.gt(score(cand), scalar(floor)))
+    cand = BufLoad(srt, _c(sorted_at) + te.minimum(r, _c(n - 1)))
+    eligible = [te.lt(so_far, most), te.lt(r, candidates)]
     suppressed = overlaps(box(cand), box(BufLoad(kept, q)), bool(center), threshold)
     taken = _c(1) - BufLoad(hit, _c(0))
     ok = te.all_of(eligible)
