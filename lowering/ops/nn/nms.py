@@ -151,35 +151,52 @@ def _in_score_order(srt: Buffer, keys: Buffer, scratch, n: int, score, order: Or
     classes keep few of their boxes. Returns the nest, the offset of the half that ends up
     sorted, and the candidates' count (an expression over a scratch)."""
     passes = max(1, (n - 1).bit_length())
-    width, left, right, took, count = (scratch(f"nms_sort_{v}", I64, (1,))
-                                       for v in ("width", "left", "right", "took", "count"))
+    width, count = scratch("nms_sort_width", I64, (1,)), scratch("nms_sort_count", I64, (1,))
     i, p, blk, k = (te.Var(f"nms_sort_{v}") for v in ("i", "p", "blk", "k"))
     m = BufLoad(count, _c(0))
     w = BufLoad(width, _c(0))
     src, dst = (p % 2) * n, (_c(1) - p % 2) * n
     lo = te.minimum(blk * (w * 2), m)
     mid, hi = te.minimum(lo + w, m), te.minimum(lo + w * 2, m)
-    li, ri = BufLoad(left, _c(0)), BufLoad(right, _c(0))
-    # (clamped: a run that is used up is not read, but its index is still loaded at)
-    at_l, at_r = src + te.minimum(li, _c(n - 1)), src + te.minimum(ri, _c(n - 1))
-    a, b = BufLoad(srt, at_l), BufLoad(srt, at_r)
-    sa, sb = BufLoad(keys, at_l), BufLoad(keys, at_r)
-    from_left = te.logical_and(te.lt(li, mid), te.logical_or(
-        te.ge(ri, hi), te.unary("not", order.beats(sb, b, sa, a))))
-    t = BufLoad(took, _c(0))
-    # the entry taken is read at an address computed from the choice, not chosen by a select:
-    # LLVM turns a select between two loads into a branch, which random scores mispredict
-    pick = at_r + (at_l - at_r) * t
-    merge = Seq([
-        Store(left, _c(0), lo), Store(right, _c(0), mid),
-        For(k, hi - lo, "serial", Seq([
-            Store(took, _c(0), te.cast(I64, from_left)),  # (once: the stores below move it)
-            Store(srt, dst + lo + k, BufLoad(srt, pick)),
-            Store(keys, dst + lo + k, BufLoad(keys, pick)),
-            Store(right, _c(0), ri + _c(1) - t),
-            Store(left, _c(0), li + t),
-        ])),
-    ])
+
+    def entry(at: te.Expr) -> tuple[te.Expr, te.Expr, te.Expr]:
+        """(position, index, score) of the run entry at `at`, clamped into the buffer: a run
+        that is used up is not taken from, but its entry is still loaded."""
+        pos = src + te.maximum(te.minimum(at, _c(n - 1)), _c(0))
+        return pos, BufLoad(srt, pos), BufLoad(keys, pos)
+
+    # Both ends at once: the front takes the first of the two runs' heads, the back the last
+    # of their tails, so each iteration runs two independent chains of loads and compares
+    # (the order is strict, indices breaking ties, so the two meet at the same element).
+    # The entry taken is read at an address computed from the choice, not chosen by a
+    # select: LLVM turns a select between two loads into a branch, which random scores
+    # mispredict.
+    steps: list[Stmt] = []
+    starts: list[Stmt] = []
+    for end in ("front", "back"):
+        lp, rp, took = (scratch(f"nms_sort_{end}_{v}", I64, (1,)) for v in ("left", "right",
+                                                                             "took"))
+        li, ri, t = BufLoad(lp, _c(0)), BufLoad(rp, _c(0)), BufLoad(took, _c(0))
+        (at_l, a, sa), (at_r, b, sb) = entry(li), entry(ri)
+        if end == "front":
+            starts += [Store(lp, _c(0), lo), Store(rp, _c(0), mid)]
+            take_left = te.logical_and(te.lt(li, mid), te.logical_or(
+                te.ge(ri, hi), te.unary("not", order.beats(sb, b, sa, a))))
+            at, move = dst + lo + k, _c(1)
+        else:
+            starts += [Store(lp, _c(0), mid - _c(1)), Store(rp, _c(0), hi - _c(1))]
+            take_left = te.logical_and(te.ge(li, lo), te.logical_or(
+                te.lt(ri, mid), order.beats(sb, b, sa, a)))
+            at, move = dst + hi - _c(1) - k, _c(-1)
+        pick = at_r + (at_l - at_r) * t
+        steps += [
+            Store(took, _c(0), te.cast(I64, take_left)),  # (once: the stores below move it)
+            Store(srt, at, BufLoad(srt, pick)),
+            Store(keys, at, BufLoad(keys, pick)),
+            Store(rp, _c(0), ri + move * (_c(1) - t)),
+            Store(lp, _c(0), li + move * t),
+        ]
+    merge = Seq([*starts, For(k, (hi - lo + _c(1)) // _c(2), "serial", Seq(steps))])
     nest = Seq([
         Store(count, _c(0), _c(0)),
         For(i, _c(n), "serial", Seq([  # the eligible boxes, packed in index order
