@@ -10,7 +10,7 @@ any order (center_point_box 0: [y1, x1, y2, x2]) or [x_center, y_center, width, 
 (center_point_box 1); the overlap test is onnxruntime's float by float (boxes that do not
 intersect, or of no area, never suppress).
 
-Two parts: the greedy pass, which also sorts the candidates into score order (a hand-written
+Two parts: the greedy pass, which also takes the candidates in score order (a hand-written
 serial nest, lowering/nest.py: each decision depends on the ones before it), and the selected
 rows written dense at the length the pass finds (run_length.py), the output's computed
 length.
@@ -140,76 +140,114 @@ def _no_boxes(ctx: OpContext) -> bool:
     return ctx.consts[2] is not None and int(ctx.const(2).reshape(-1)[0]) <= 0
 
 
-def _in_score_order(srt: Buffer, keys: Buffer, scratch, n: int, score, order: Order,
-                    eligible) -> tuple[Stmt, int, te.Expr]:
-    """The class's box indices whose score is `eligible` (above the score threshold), sorted
-    into `order` (stable, so equal scores keep the lower index first, as TopK's order has it)
-    by a bottom-up merge sort in log2(n) passes of loops (the loop IR has no while loop; runs
-    past the candidates' count are empty), ping-ponging between the two halves of `srt` (2n).
-    Each entry's score moves with it in `keys`, so a compare loads beside the index rather
-    than through it. Boxes under the threshold are left out before sorting: a detector's
-    classes keep few of their boxes. Returns the nest, the offset of the half that ends up
-    sorted, and the candidates' count (an expression over a scratch)."""
-    passes = max(1, (n - 1).bit_length())
-    width, count = scratch("nms_sort_width", I64, (1,)), scratch("nms_sort_count", I64, (1,))
-    i, p, blk, k = (te.Var(f"nms_sort_{v}") for v in ("i", "p", "blk", "k"))
-    m = BufLoad(count, _c(0))
-    w = BufLoad(width, _c(0))
-    src, dst = (p % 2) * n, (_c(1) - p % 2) * n
-    lo = te.minimum(blk * (w * 2), m)
-    mid, hi = te.minimum(lo + w, m), te.minimum(lo + w * 2, m)
+class _CandidateHeap:
+    """A class's candidates (the boxes above the score threshold) in a binary heap whose root
+    comes first in `order` (the best score, ties the lower index), so that the greedy pass
+    takes them in score order one at a time and stops at the class's limit: built in O(m)
+    (Floyd's, sifting the inner nodes down from the last), each take a sift of at most
+    log2(m) steps, where sorting the whole class cost m log m compares per class.
 
-    def entry(at: te.Expr) -> tuple[te.Expr, te.Expr, te.Expr]:
-        """(position, index, score) of the run entry at `at`, clamped into the buffer: a run
-        that is used up is not taken from, but its entry is still loaded."""
-        pos = src + te.maximum(te.minimum(at, _c(n - 1)), _c(0))
-        return pos, BufLoad(srt, pos), BufLoad(keys, pos)
+    The loop IR has no while loop: a sift runs as many steps as levels lie below its start
+    (the heap's height, tracked as it shrinks, for a take), whose moves stop once the item has
+    settled (`done`); each step's choice is arithmetic on the index of the entry moved,
+    not a select between loads, which LLVM would turn into a branch that random scores
+    mispredict."""
 
-    # Both ends at once: the front takes the first of the two runs' heads, the back the last
-    # of their tails, so each iteration runs two independent chains of loads and compares
-    # (the order is strict, indices breaking ties, so the two meet at the same element).
-    # The entry taken is read at an address computed from the choice, not chosen by a
-    # select: LLVM turns a select between two loads into a branch, which random scores
-    # mispredict.
-    steps: list[Stmt] = []
-    starts: list[Stmt] = []
-    for end in ("front", "back"):
-        lp, rp, took = (scratch(f"nms_sort_{end}_{v}", I64, (1,)) for v in ("left", "right",
-                                                                             "took"))
-        li, ri, t = BufLoad(lp, _c(0)), BufLoad(rp, _c(0)), BufLoad(took, _c(0))
-        (at_l, a, sa), (at_r, b, sb) = entry(li), entry(ri)
-        if end == "front":
-            starts += [Store(lp, _c(0), lo), Store(rp, _c(0), mid)]
-            take_left = te.logical_and(te.lt(li, mid), te.logical_or(
-                te.ge(ri, hi), te.unary("not", order.beats(sb, b, sa, a))))
-            at, move = dst + lo + k, _c(1)
-        else:
-            starts += [Store(lp, _c(0), mid - _c(1)), Store(rp, _c(0), hi - _c(1))]
-            take_left = te.logical_and(te.ge(li, lo), te.logical_or(
-                te.lt(ri, mid), order.beats(sb, b, sa, a)))
-            at, move = dst + hi - _c(1) - k, _c(-1)
-        pick = at_r + (at_l - at_r) * t
-        steps += [
-            Store(took, _c(0), te.cast(I64, take_left)),  # (once: the stores below move it)
-            Store(srt, at, BufLoad(srt, pick)),
-            Store(keys, at, BufLoad(keys, pick)),
-            Store(rp, _c(0), ri + move * (_c(1) - t)),
-            Store(lp, _c(0), li + move * t),
-        ]
-    merge = Seq([*starts, For(k, (hi - lo + _c(1)) // _c(2), "serial", Seq(steps))])
-    nest = Seq([
-        Store(count, _c(0), _c(0)),
-        For(i, _c(n), "serial", Seq([  # the eligible boxes, packed in index order
-            Store(srt, m, i), Store(keys, m, score(i)),
-            Store(count, _c(0), m + te.cast(I64, eligible(i))),
-        ])),
-        Store(width, _c(0), _c(1)),
-        For(p, _c(passes), "serial", Seq([
-            For(blk, (m + w * 2 - _c(1)) // (w * 2), "serial", merge),
-            Store(width, _c(0), w * 2),
-        ])),
-    ])
-    return nest, (passes % 2) * n, m
+    def __init__(self, scratch, n: int, order: Order) -> None:
+        self.n, self.order = n, order
+        self.idx = scratch("nms_heap", I64, (n,))
+        self.key = scratch("nms_heap_scores", "float32", (n,))
+        self.size, self.pos, self.child, self.move, self.done, self.item, self.height, \
+            self.span = (scratch(f"nms_heap_{v}", I64, (1,)) for v in (
+                "size", "pos", "child", "move", "done", "item", "height", "span"))
+        self.item_key = scratch("nms_heap_item_score", "float32", (1,))
+        self.levels = max(1, n.bit_length())
+
+    def count(self) -> te.Expr:
+        return BufLoad(self.size, _c(0))
+
+    def _at(self, j: te.Expr) -> tuple[te.Expr, te.Expr]:
+        jj = te.minimum(j, _c(self.n - 1))  # (a child past the end is loaded, never moved)
+        return BufLoad(self.idx, jj), BufLoad(self.key, jj)
+
+    def fill(self, score, eligible) -> Stmt:
+        """The eligible boxes in index order (a heap only once `build` has run)."""
+        i = te.Var("nms_heap_i")
+        m = self.count()
+        return Seq([Store(self.size, _c(0), _c(0)), For(i, _c(self.n), "serial", Seq([
+            Store(self.idx, m, i), Store(self.key, m, score(i)),
+            Store(self.size, _c(0), m + te.cast(I64, eligible(i))),
+        ]))])
+
+    def _sift(self, size: te.Expr, run: te.Expr) -> Stmt:
+        """The held item (`item`, `item_key`) sifted down from `pos` in a heap of `size`
+        entries, `run` steps at most."""
+        pos, child = BufLoad(self.pos, _c(0)), BufLoad(self.child, _c(0))
+        mv, ei, ek = BufLoad(self.move, _c(0)), BufLoad(self.item, _c(0)), \
+            BufLoad(self.item_key, _c(0))
+        c1 = pos * _c(2) + _c(1)
+        (i1, k1), (i2, k2) = self._at(c1), self._at(c1 + _c(1))
+        right = te.logical_and(te.lt(c1 + _c(1), size), self.order.beats(k2, i2, k1, i1))
+        ci, ck = self._at(child)
+        moves = te.all_of([te.lt(c1, size), te.eq(BufLoad(self.done, _c(0)), _c(0)),
+                           self.order.beats(ck, ci, ek, ei)])
+        src = pos + (child - pos) * mv  # the child moved up, else the entry stays
+        level = te.Var("nms_heap_level")
+        return Seq([
+            Store(self.done, _c(0), _c(0)),
+            For(level, run, "serial", Seq([
+                Store(self.child, _c(0), c1 + te.cast(I64, right)),
+                Store(self.move, _c(0), te.cast(I64, moves)),
+                Store(self.idx, pos, BufLoad(self.idx, src)),
+                Store(self.key, pos, BufLoad(self.key, src)),
+                Store(self.done, _c(0), _c(1) - mv),
+                Store(self.pos, _c(0), src),
+            ])),
+            Store(self.idx, pos, ei), Store(self.key, pos, ek),
+        ])
+
+    def build(self) -> Stmt:
+        """Floyd's: the inner nodes sifted down, a depth at a time from the deepest, each
+        for as many steps as levels lie below its depth (most nodes sit near the bottom, so
+        the heap costs O(m) steps, where `levels` steps for every node cost m log m)."""
+        m = self.count()
+        depths = []
+        for d in range(self.levels - 2, -1, -1):
+            j = te.Var(f"nms_heap_j{d}")
+            lo, hi = _c((1 << d) - 1), te.minimum(_c((1 << (d + 1)) - 1), m // _c(2))
+            start = hi - _c(1) - j
+            depths.append(For(j, te.maximum(hi - lo, _c(0)), "serial", Seq([
+                Store(self.pos, _c(0), start),
+                Store(self.item, _c(0), BufLoad(self.idx, start)),
+                Store(self.item_key, _c(0), BufLoad(self.key, start)),
+                self._sift(m, _c(self.levels - 1 - d)),
+            ])))
+        # the heap's height (floor(log2(m)); 0 when empty) and the power of two at or below
+        # its size (1 when empty): a take below it is a level less to sift
+        height, span = _c(0), _c(1)
+        for d in range(1, self.levels):
+            height = height + te.cast(I64, te.le(_c(1 << d), m))
+            span = te.maximum(span, te.select(te.le(_c(1 << d), m), _c(1 << d), _c(1)))
+        return Seq([*depths, Store(self.height, _c(0), height), Store(self.span, _c(0), span)])
+
+    def top(self) -> te.Expr:
+        return BufLoad(self.idx, _c(0))
+
+    def pop(self, size: te.Expr, when: te.Expr) -> Stmt:
+        """The root taken from a heap of `size` entries when `when` (else nothing changes):
+        the last entry sifted down from the root."""
+        last = te.maximum(size - _c(1), _c(0))
+        height, span = BufLoad(self.height, _c(0)), BufLoad(self.span, _c(0))
+        lower = te.logical_and(when, te.lt(last, span))  # (the heap loses a level)
+        return Seq([
+            Store(self.height, _c(0), height - te.cast(I64, lower)),
+            Store(self.span, _c(0), te.select(lower, span // _c(2), span)),
+            Store(self.pos, _c(0), _c(0)),
+            Store(self.item, _c(0), te.select(when, BufLoad(self.idx, last), self.top())),
+            Store(self.item_key, _c(0), te.select(when, BufLoad(self.key, last),
+                                                  BufLoad(self.key, _c(0)))),
+            self._sift(last, te.select(when, te.maximum(height, _c(0)), _c(0))),
+        ])
 
 
 def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center: int,
@@ -218,15 +256,14 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
             floor: te.Tensor | te.Expr | None) -> Stmt:
     """The greedy pass: out[b, c, r] = the box index + 1 of the r-th candidate of (b, c) in
     score order where it is kept, else 0. Per class: the candidates (the boxes above the
-    score threshold) sorted into score order (`_in_score_order`), then a serial loop over them, each compared with the boxes kept so far
+    score threshold) in a heap (`_CandidateHeap`), taken in score order by a serial loop,
+    each compared with the boxes kept so far
     (listed in a scratch as they are kept), as onnxruntime's: n times the kept count overlap
     tests per class at most, and none past the class's limit or under the score threshold."""
     nb, nc, n = dims
     bb, sb = buffer_of(boxes), buffer_of(scores)
     count = scratch("nms_count", I64, (1,))
     hit = scratch("nms_hit", I64, (1,))
-    srt = scratch("nms_order", I64, (2 * n,))
-    keys = scratch("nms_order_scores", "float32", (2 * n,))
     kept = scratch("nms_kept_boxes", I64, (n,))
 
     def scalar(v: te.Tensor | te.Expr) -> te.Expr:
@@ -246,10 +283,13 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     def above_floor(j: te.Expr) -> te.Expr:
         return te.Const(True, "bool") if floor is None else te.gt(score(j), scalar(floor))
 
-    sort, sorted_at, candidates = _in_score_order(srt, keys, scratch, n, score, order,
-                                                  above_floor)
+    # (with a score threshold no candidate is NaN: NaN > threshold is false, so plain
+    # comparisons order them)
+    heap = _CandidateHeap(scratch, n, order if floor is None else
+                          Order(largest=order.largest, is_float=False))
+    candidates = heap.count()
     so_far = BufLoad(count, _c(0))
-    cand = BufLoad(srt, _c(sorted_at) + te.minimum(r, _c(n - 1)))
+    cand = heap.top()
     eligible = [te.lt(so_far, most), te.lt(r, candidates)]
     suppressed = overlaps(box(cand), box(BufLoad(kept, q)), bool(center), threshold)
     taken = _c(1) - BufLoad(hit, _c(0))
@@ -263,6 +303,8 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
         Store(out, bc * n + r, taken * (cand + _c(1))),
         Store(kept, so_far, cand),  # (overwritten by the next kept box if this one is not)
         Store(count, _c(0), so_far + taken),
+        heap.pop(candidates - r, ok),  # (the candidates before r were all taken)
     ])
-    return For(bc, _c(nb * nc), "serial", Seq([sort, Store(count, _c(0), _c(0)),
-                                               For(r, _c(n), "serial", step)]))
+    return For(bc, _c(nb * nc), "serial", Seq([
+        heap.fill(score, above_floor), heap.build(), Store(count, _c(0), _c(0)),
+        For(r, _c(n), "serial", step)]))
