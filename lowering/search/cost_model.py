@@ -170,7 +170,9 @@ class _Estimator:
             # as scalar iterations (a 56-long loop at 16 lanes x 4 runs entirely scalar)
             step = lanes * (INTERLEAVE if ops + mem_ops <= SMALL_BODY else 1)
             per_loop = sum(n // step * step / lanes + n % step for n in inner.trips)
-            vec_iters = per_loop / len(inner.trips) * (iters / inner.extent)
+            # (a loop whose estimated trips are all 0 runs nothing)
+            vec_iters = per_loop / len(inner.trips) * (iters / inner.extent) \
+                if inner.extent else 0.0
             return vec_iters * (ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
                                 + 0.5)
         # scalar innermost loop: invariant accesses are hoisted out of it

@@ -264,7 +264,9 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     bb, sb = buffer_of(boxes), buffer_of(scores)
     count = scratch("nms_count", I64, (1,))
     hit = scratch("nms_hit", I64, (1,))
-    kept = scratch("nms_kept_boxes", I64, (n,))
+    # the kept boxes' coordinates, one array per coordinate: the overlap tests against them
+    # are a vector loop over contiguous loads
+    kept = [scratch(f"nms_kept_{k}", "float32", (n,)) for k in range(4)]
 
     def scalar(v: te.Tensor | te.Expr) -> te.Expr:
         return BufLoad(buffer_of(v), _c(0)) if isinstance(v, te.Tensor) else v
@@ -291,17 +293,18 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     so_far = BufLoad(count, _c(0))
     cand = heap.top()
     eligible = [te.lt(so_far, most), te.lt(r, candidates)]
-    suppressed = overlaps(box(cand), box(BufLoad(kept, q)), bool(center), threshold)
+    suppressed = overlaps(box(cand), [BufLoad(kb, q) for kb in kept], bool(center), threshold)
     taken = _c(1) - BufLoad(hit, _c(0))
     ok = te.all_of(eligible)
     step = Seq([
         Store(hit, _c(0), te.select(ok, _c(0), _c(1))),
         # (an ineligible candidate, past the class's limit or under the score threshold,
         # compares with nothing)
-        For(q, te.select(ok, so_far, _c(0)), "serial", Store(
-            hit, _c(0), te.select(suppressed, _c(1), BufLoad(hit, _c(0))))),
+        For(q, te.select(ok, so_far, _c(0)), "vectorize", Store(  # (an OR reduction)
+            hit, _c(0), te.binary("or", BufLoad(hit, _c(0)), te.cast(I64, suppressed)))),
         Store(out, bc * n + r, taken * (cand + _c(1))),
-        Store(kept, so_far, cand),  # (overwritten by the next kept box if this one is not)
+        # (overwritten by the next kept box if this one is not)
+        *[Store(kb, so_far, coord) for kb, coord in zip(kept, box(cand), strict=True)],
         Store(count, _c(0), so_far + taken),
         heap.pop(candidates - r, ok),  # (the candidates before r were all taken)
     ])
