@@ -408,3 +408,22 @@ def test_anneal_measures_each_canonical_class_once() -> None:
     assert len(seen) == len(set(seen)) == len(result.measured)  # no class twice
     assert len(seen) > 4 ** 2  # and it went on through the classes (64 of them)
     assert canonical(result.best) == {"x0": 3, "x1": 3, "x2": 1, "x3": 0}
+
+
+def test_the_cost_model_takes_a_vector_loop_that_runs_nothing() -> None:
+    """A vector loop whose count is read at run time (NonMaxSuppression's overlap tests
+    against the boxes kept so far) is estimated at 0 trips: it costs nothing, not a
+    division by zero."""
+    from lowering.loop_ir import Buffer, BufLoad, For, Kernel, Store
+    from lowering.search.cost_model import stage_seconds
+    from targets.cpu.target import NAMED_TARGETS
+
+    i, q = te.Var("i"), te.Var("q")
+    count = Buffer("n", "int64", (1,), "input")
+    out = Buffer("o", "float32", (8,), "output")
+    loop = For(i, te.Const(8, "int64"), "serial", For(
+        q, BufLoad(count, te.Const(0, "int64")), "vectorize",
+        Store(out, q, te.Const(1.0, "float32"))))
+    (seconds,) = stage_seconds(Kernel("k", [count, out], [loop]),
+                               NAMED_TARGETS["zen3"].machine)
+    assert 0 <= seconds < 1e-6
