@@ -452,7 +452,10 @@ def emit_ort(
         return fill
 
     ops = builds(islands, programs)
-    rewritten, fallback_data = model_with_islands(serialized, islands, name)
+    # the opset the user's model declared, which the installed onnxruntime runs
+    opset = next((o.version for o in onnx.load(str(model), load_external_data=False).opset_import
+                  if o.domain in ("", "ai.onnx")), None)
+    rewritten, fallback_data = model_with_islands(serialized, islands, name, opset)
     timings: list[IslandTiming] = []
     if measure_islands and islands:
         timings = run_stage("measure islands", lambda: _time_islands(
@@ -462,7 +465,7 @@ def emit_ort(
                 serialized, islands, programs, timings, name,
                 lambda sub, isl: compile_island(sub, isl, None))
             ops = builds(islands, programs)
-            rewritten, fallback_data = model_with_islands(serialized, islands, name)
+            rewritten, fallback_data = model_with_islands(serialized, islands, name, opset)
     fill = filler(ops, rewritten, fallback_data)
 
     try:

@@ -75,10 +75,35 @@ def fallback_data_name(name: str) -> str:
     return f"{name}.fallback.data"
 
 
+def at_opset(proto: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+    """`proto` declaring the default domain at `opset` (the model and its functions) where it
+    is below the one declared and every node is valid there (onnx.checker), else `proto`.
+
+    The frontend converts a model up to the canonical opset, whose newest versions of some
+    operators the installed onnxruntime may not implement (QuantizeLinear 28 in 1.32); the
+    model the user ran declared its own opset, and its nodes, converted up without a change of
+    form, are valid there again."""
+    low = onnx.ModelProto()
+    low.CopyFrom(proto)
+    changed = False
+    for imports in [low.opset_import, *(f.opset_import for f in low.functions)]:
+        for o in imports:
+            if o.domain in ("", "ai.onnx") and o.version > opset:
+                o.version, changed = opset, True
+    if not changed:
+        return proto
+    try:
+        onnx.checker.check_model(low)
+    except onnx.checker.ValidationError:
+        return proto
+    return low
+
+
 def model_with_islands(serialized: onnx.ModelProto, islands: list[Island],
-                       name: str) -> tuple[onnx.ModelProto, bytes]:
+                       name: str, opset: int | None = None) -> tuple[onnx.ModelProto, bytes]:
     """The partitioned model (`serialized`, left as it is) with each island replaced by its node
-    and function, topologically sorted, and the contents of its fallback data file."""
+    and function, topologically sorted, and the contents of its fallback data file; declaring
+    the original model's `opset` where its nodes allow (`at_opset`)."""
     proto = onnx.ModelProto()
     proto.CopyFrom(serialized)
     members = {n.name for isl in islands for n in isl.nodes if n not in isl.kept}
@@ -104,6 +129,8 @@ def model_with_islands(serialized: onnx.ModelProto, islands: list[Island],
     ir.passes.common.RemoveUnusedNodesPass()(out)
     ir.passes.common.TopologicalSortPass()(out)
     result = ir.serde.serialize_model(out)
+    if opset is not None:
+        result = at_opset(result, opset)
     return result, _move_to_fallback_data(result, fallback_data_name(name))
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import onnx_ir as ir
+import onnx_ir.passes.common as common_passes
 
 from aotc.errors import AotcError
 from aotc.passes.eliminate_dead_nodes import eliminate_dead_nodes
@@ -73,4 +74,7 @@ def run_passes(model: ir.Model, disabled: Iterable[str] = (),
         if log:
             new_nodes, new_inits = _count(model)
             log(f"{name}: {nodes} → {new_nodes} nodes, {inits} → {new_inits} initializers")
+    # names stay unique, as the frontend left them: what a pass names after the node it
+    # replaces may repeat, and `--emit ort` finds an island's nodes by name
+    common_passes.NameFixPass()(model)
     return model

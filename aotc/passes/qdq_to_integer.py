@@ -45,7 +45,7 @@ class _Build:
         out = ir.Value(name=f"{self.base}_{op}_{len(self.nodes)}", shape=ir.Shape(shape),
                        type=ir.TensorType(dtype))
         self.nodes.append(ir.Node("", op, inputs, list(attrs), outputs=[out],
-                                  name=f"{self.base}_{op}"))
+                                  name=f"{self.base}_{op}_{len(self.nodes)}"))
         return out
 
 
