@@ -257,9 +257,9 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     """The greedy pass: out[b, c, r] = the box index + 1 of the r-th candidate of (b, c) in
     score order where it is kept, else 0. Per class: the candidates (the boxes above the
     score threshold) in a heap (`_CandidateHeap`), taken in score order by a serial loop,
-    each compared with the boxes kept so far
-    (listed in a scratch as they are kept), as onnxruntime's: n times the kept count overlap
-    tests per class at most, and none past the class's limit or under the score threshold."""
+    each compared with the boxes kept so far (their coordinates stored as they are kept), as
+    onnxruntime's: n times the kept count overlap tests per class at most, and none past the
+    class's limit or its candidates."""
     nb, nc, n = dims
     bb, sb = buffer_of(boxes), buffer_of(scores)
     count = scratch("nms_count", I64, (1,))
@@ -298,8 +298,8 @@ def _greedy(out: Buffer, buffer_of, scratch, dims: tuple[int, int, int], center:
     ok = te.all_of(eligible)
     step = Seq([
         Store(hit, _c(0), te.select(ok, _c(0), _c(1))),
-        # (an ineligible candidate, past the class's limit or under the score threshold,
-        # compares with nothing)
+        # (an ineligible step, past the class's limit or its candidates, compares with
+        # nothing)
         For(q, te.select(ok, so_far, _c(0)), "vectorize", Store(  # (an OR reduction)
             hit, _c(0), te.binary("or", BufLoad(hit, _c(0)), te.cast(I64, suppressed)))),
         Store(out, bc * n + r, taken * (cand + _c(1))),
