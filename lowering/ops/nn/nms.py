@@ -157,9 +157,9 @@ class _CandidateHeap:
         self.n, self.order = n, order
         self.idx = scratch("nms_heap", I64, (n,))
         self.key = scratch("nms_heap_scores", "float32", (n,))
-        self.size, self.pos, self.child, self.move, self.done, self.item, self.height, \
-            self.span = (scratch(f"nms_heap_{v}", I64, (1,)) for v in (
-                "size", "pos", "child", "move", "done", "item", "height", "span"))
+        self.size, self.pos, self.child, self.move, self.done, self.item, self.height = (
+            scratch(f"nms_heap_{v}", I64, (1,)) for v in (
+                "size", "pos", "child", "move", "done", "item", "height"))
         self.item_key = scratch("nms_heap_item_score", "float32", (1,))
         self.levels = max(1, n.bit_length())
 
@@ -222,13 +222,11 @@ class _CandidateHeap:
                 Store(self.item_key, _c(0), BufLoad(self.key, start)),
                 self._sift(m, _c(self.levels - 1 - d)),
             ])))
-        # the heap's height (floor(log2(m)); 0 when empty) and the power of two at or below
-        # its size (1 when empty): a take below it is a level less to sift
-        height, span = _c(0), _c(1)
+        # the heap's height: floor(log2(m)), 0 when empty
+        height = _c(0)
         for d in range(1, self.levels):
             height = height + te.cast(I64, te.le(_c(1 << d), m))
-            span = te.maximum(span, te.select(te.le(_c(1 << d), m), _c(1 << d), _c(1)))
-        return Seq([*depths, Store(self.height, _c(0), height), Store(self.span, _c(0), span)])
+        return Seq([*depths, Store(self.height, _c(0), height)])
 
     def top(self) -> te.Expr:
         return BufLoad(self.idx, _c(0))
@@ -237,11 +235,13 @@ class _CandidateHeap:
         """The root taken from a heap of `size` entries when `when` (else nothing changes):
         the last entry sifted down from the root."""
         last = te.maximum(size - _c(1), _c(0))
-        height, span = BufLoad(self.height, _c(0)), BufLoad(self.span, _c(0))
-        lower = te.logical_and(when, te.lt(last, span))  # (the heap loses a level)
+        height = BufLoad(self.height, _c(0))
+        # the heap loses a level when what is left falls below 2^height (the shift's count
+        # kept in range: the height drops to -1 once the last entry is taken)
+        span = te.binary("shl", _c(1), te.maximum(height, _c(0)))
+        lower = te.logical_and(when, te.lt(last, span))
         return Seq([
             Store(self.height, _c(0), height - te.cast(I64, lower)),
-            Store(self.span, _c(0), te.select(lower, span // _c(2), span)),
             Store(self.pos, _c(0), _c(0)),
             Store(self.item, _c(0), te.select(when, BufLoad(self.idx, last), self.top())),
             Store(self.item_key, _c(0), te.select(when, BufLoad(self.key, last),
