@@ -324,6 +324,54 @@ def case_atol(case, want: list) -> float:
     return max(case.atol, NOISE_UNITS * float(np.finfo(np.float32).eps) * largest)
 
 
+def _fixed_point_range(dtype: np.dtype) -> tuple[float, float] | None:
+    """The values an integer `dtype` holds (numpy's or ml_dtypes' int4/int2), else None."""
+    try:
+        info = np.iinfo(dtype)
+    except ValueError:
+        import ml_dtypes
+
+        try:
+            info = ml_dtypes.iinfo(dtype)
+        except ValueError:
+            return None
+    return float(info.min), float(info.max)
+
+
+def _floating(dtype: np.dtype) -> bool:
+    """Whether `dtype` is a floating type (numpy's or ml_dtypes' bfloat16, fp8, fp4)."""
+    if dtype.kind == "f":
+        return True
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+    except ValueError:
+        return False
+    return True
+
+
+def undefined_elements(case, inputs: list, want: list) -> list[np.ndarray | None]:
+    """Per expected output, the elements whose value the ONNX spec leaves undefined (None:
+    every element is defined): a Cast from a floating type to a fixed-point one is "undefined
+    if out of range", so a node test's data there is whatever the generator's ml_dtypes
+    produced (wrapped to the low bits before ml_dtypes 0.7, zero from 0.7 on, where
+    onnxruntime and aotc keep the low bits). Those elements are not compared."""
+    nodes = case.model.graph.node
+    masks: list[np.ndarray | None] = [None] * len(want)
+    if len(nodes) != 1 or nodes[0].op_type not in ("Cast", "CastLike") or not inputs \
+            or not isinstance(inputs[0], np.ndarray) or not _floating(inputs[0].dtype):
+        return masks
+    x = inputs[0]
+    for i, w in enumerate(want):
+        bounds = _fixed_point_range(w.dtype) if isinstance(w, np.ndarray) else None
+        if bounds is None or w.shape != x.shape:
+            continue
+        rounded = np.round(x.astype(np.float64))
+        masks[i] = ~((rounded >= bounds[0]) & (rounded <= bounds[1]))
+    return masks
+
+
 def run_case(case, path: str = "inprocess") -> Result:
     """One case through one path, classified (in this process, without a time limit)."""
     from aotc.errors import AotcError
@@ -336,6 +384,10 @@ def run_case(case, path: str = "inprocess") -> Result:
         if problem:
             outcome, reason = "wrong", problem
         else:
+            for j, undefined in enumerate(undefined_elements(case, inputs, want)):
+                if undefined is not None and undefined.any() and j < len(got) \
+                        and got[j].shape == want[j].shape and got[j].dtype == want[j].dtype:
+                    got[j] = np.where(undefined, want[j], got[j])
             reason = compare(got, want, case.rtol, case_atol(case, want))
             outcome = "wrong" if reason else "pass"
     except AotcError as e:
