@@ -946,6 +946,25 @@ def test_small_convolutions_share_pixel_blocks_of_equal_rows(cores):
     assert GemmTemplate.match(ins, [out], [None, wv, None], target).parallel_threads() == 1
 
 
+def test_pixel_mode_on_one_core_costs_its_one_core_time():
+    """On one core the busiest thread has every row: pixel mode's threaded cost is its
+    one-core cost even when an image's last block is short (16 rows in blocks of 3: six
+    blocks, the last of one row). Counted as six full blocks, 16x1 on a 16 -> 16 3x3 layer at
+    16x16 cost 1.125x its time, and the rank by one-core plus threaded time took a window
+    schedule that ran 2x slower (resnet_tiny's first stage on a Zen 4 core). On two cores
+    the blocks are balanced (eight of two rows) and the busiest thread has half."""
+    zen4 = NAMED_TARGETS["zen4"]
+    for cores, blocks, busiest_rows in ((1, 6, 16), (2, 8, 8)):
+        target = zen4.with_machine(zen4.machine.with_cores(cores))
+        ins, out, wv = general_conv(1, 16, 16, 16, 16, 3, 3, (1, 1, 1, 1))
+        space = GemmTemplate.match(ins, [out], [None, wv, None], target)
+        cfg = {**space.default_config(), "b": "pixels", "block": "16x1", "kc": 144}
+        tiling = space.pixel_tiling(cfg)
+        assert (tiling.groups, tiling.blocks) == (16, blocks)
+        cost = space.cost(cfg)
+        assert space.threaded_cost(cfg) == pytest.approx(cost * busiest_rows / 16)
+
+
 def test_balanced_pixel_blocks_compute_the_convolution(run_target):
     """Pixel blocks balanced over two threads (a 14-row and a 9-row image, rows of 7 pixels
     spanning tiles) give the reference's values, through a parallel loop split unevenly."""

@@ -310,10 +310,12 @@ class GemmCost:
             tiles = p.batch.size * math.ceil(nt / self.blocking(blk, int(config["kc"]))[1])
         threads = self.parallel_threads()
         if config["b"] == "pixels":  # the busiest thread's share of the blocks' rows
+            # (an image's last block may hold fewer groups: one thread has them all)
             tiling = self.pixel_tiling(config)
             items = p.batch.size * math.ceil(p.m.size / blk.nr)
-            return t * math.ceil(items * tiling.blocks / threads) * tiling.gb / (
-                items * tiling.groups)
+            busiest = min(math.ceil(items * tiling.blocks / threads) * tiling.gb,
+                          items * tiling.groups)
+            return t * busiest / (items * tiling.groups)
         return t * math.ceil(tiles / threads) / tiles
 
     def parallel_threads(self) -> int:
