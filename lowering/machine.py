@@ -238,9 +238,16 @@ MACHINES: dict[str, Machine] = {
                       AVX2_PIXEL_EFFICIENCY, pixel_stream=1.1, pixel_chunk_reuse=1.0),
     # AMD Zen 4 (EPYC 9004): AVX-512 on two 256-bit FMA pipes (one 512-bit FMA per cycle);
     # clock and rates as `aotc calibrate` measured them on a 2-core EPYC 9004 instance;
-    # pixel mode's stream at the same 90 GB/s as AVX2 code's there
+    # pixel mode's stream at the same 90 GB/s as AVX2 code's there. Pixel mode's blocks as
+    # calibrated there (median of three runs on two instances): its 16x1 micro-kernel runs at
+    # 0.99 of peak, where the loads-per-FMA estimate gave 0.49, since a Zen 4 core issues
+    # the 16 broadcasts beside the FMAs (that estimate ranked 16x1 below a window schedule
+    # measured 2x slower on 16-channel layers)
     "znver4": Machine("znver4", 3.56, 512, 32, 1, 4, 1, 32 * KIB, 1 * MIB, 4 * MIB, 64,
-                      205e9, 105e9, 85e9, 13e9, 4, pixel_stream=0.85),
+                      205e9, 105e9, 85e9, 13e9, 4,
+                      pixel_efficiency=(("5x5", 0.95), ("4x6", 0.91), ("6x4", 0.97),
+                                        ("9x3", 0.98), ("14x2", 0.97), ("16x1", 0.99)),
+                      pixel_stream=0.85),
     # Arm Neoverse N1 (Graviton2, Ampere Altra): NEON, two 128-bit FMA pipes
     "neoverse-n1": Machine("neoverse-n1", 2.5, 128, 32, 2, 4, 2, 64 * KIB, 1 * MIB, 512 * KIB,
                            64, 80e9, 60e9, 30e9, 10e9, 4),
