@@ -25,7 +25,8 @@ shape is already static are left alone), and the model goes through one of three
   device, as above (~10 s a case for nvcc; not in the tests).
 Outcomes: `pass` (every output's shape and dtype as expected, values within the case's
 rtol/atol as onnx's backend runner compares them: `np.testing.assert_allclose`, NaN positions
-equal; integers, bools and strings exactly), `refused` (an `AotcError`: its message's first
+equal; integers, bools and strings exactly; elements whose value the spec leaves undefined, a
+float cast to a fixed-point type out of range, are not compared), `refused` (an `AotcError`: its message's first
 line is the reason; or a run that a run-time check stopped, status 13), `wrong` (a result that differs), `crash` (any other exception, a worker
 process that died, or a case past its time limit: each a bug in aotc).
 
