@@ -427,3 +427,20 @@ def test_the_cost_model_takes_a_vector_loop_that_runs_nothing() -> None:
     (seconds,) = stage_seconds(Kernel("k", [count, out], [loop]),
                                NAMED_TARGETS["zen3"].machine)
     assert 0 <= seconds < 1e-6
+
+
+def test_a_parallel_loop_costs_no_start_on_one_thread() -> None:
+    """The runtime calls a parallel loop's body directly on one thread (and for one
+    iteration): only on several threads does the loop pay for waking the pool."""
+    from types import SimpleNamespace
+
+    from lowering.loop_ir import For, Seq
+    from lowering.search.cost_model import PARALLEL_OVERHEAD_S, threaded_seconds
+
+    def kernel(n: int) -> SimpleNamespace:
+        return SimpleNamespace(stages=[For(te.Var("i"), te.Const(n, "int64"), "parallel",
+                                           Seq([]))])
+
+    assert threaded_seconds(kernel(8), [1e-3], 1) == 1e-3
+    assert threaded_seconds(kernel(1), [1e-3], 2) == 1e-3
+    assert threaded_seconds(kernel(8), [1e-3], 2) == pytest.approx(0.5e-3 + PARALLEL_OVERHEAD_S)

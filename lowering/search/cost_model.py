@@ -62,12 +62,14 @@ def worth_parallel(one_core: float, cores: int) -> bool:
 
 def threaded_seconds(kernel: Kernel, one_core: list[float], threads: int) -> float:
     """Run time on `threads` cores from the one-core time of each stage: the outermost parallel
-    loop's iterations are shared in equal chunks, plus the cost of starting the loop."""
+    loop's iterations are shared in equal chunks, plus the cost of starting the loop (none on
+    one thread, where the runtime calls the loop's body directly)."""
     total = 0.0
     for st, secs in zip(kernel.stages, one_core, strict=True):
         if isinstance(st, For) and st.kind == "parallel" and isinstance(st.extent, te.Const):
             n = int(st.extent.value)
-            total += secs * math.ceil(n / threads) / n + PARALLEL_OVERHEAD_S
+            start = PARALLEL_OVERHEAD_S if threads > 1 and n > 1 else 0.0
+            total += secs * math.ceil(n / threads) / n + start
         else:
             total += secs
     return total
