@@ -364,11 +364,11 @@ def undefined_elements(case, inputs: list, want: list) -> list[np.ndarray | None
             or not isinstance(inputs[0], np.ndarray) or not _floating(inputs[0].dtype):
         return masks
     x = inputs[0]
+    rounded = np.round(x.astype(np.float64))
     for i, w in enumerate(want):
         bounds = _fixed_point_range(w.dtype) if isinstance(w, np.ndarray) else None
         if bounds is None or w.shape != x.shape:
             continue
-        rounded = np.round(x.astype(np.float64))
         masks[i] = ~((rounded >= bounds[0]) & (rounded <= bounds[1]))
     return masks
 
