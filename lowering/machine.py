@@ -210,7 +210,7 @@ AVX2_PIXEL_EFFICIENCY = (("4x3", 0.81), ("6x2", 0.85), ("2x5", 0.53), ("2x4", 0.
 # clocks; bandwidths per core with all cores streaming. Sources: the vendors' optimization
 # manuals (vector units, latencies, caches) and aotc's own measurements where one was made
 # (benchmarks/RESULTS.md): the Cascade Lake figures are those the GEMM cost model was fitted
-# to, the Zen 3 and Zen 4 clocks come from `benchmarks/peak.py` on 2-core cloud instances.
+# to, the Zen 3, Zen 4 and Zen 5 clocks come from `benchmarks/peak.py` on 2-core cloud instances.
 MACHINES: dict[str, Machine] = {
     # Intel Skylake-SP / Cascade Lake Xeon Gold: AVX-512, two 512-bit FMA units
     "cascadelake": Machine("cascadelake", 2.5, 512, 32, 2, 4, 2, 32 * KIB, 1 * MIB,
@@ -247,6 +247,20 @@ MACHINES: dict[str, Machine] = {
                       205e9, 105e9, 85e9, 13e9, 4,
                       pixel_efficiency=(("5x5", 0.95), ("4x6", 0.91), ("6x4", 0.97),
                                         ("9x3", 0.98), ("14x2", 0.97), ("16x1", 0.99)),
+                      pixel_stream=0.85),
+    # AMD Zen 5 (EPYC 9005): AVX-512 on two full 512-bit FMA pipes, twice Zen 4's rate per
+    # cycle; 48 KiB L1, 1 MiB L2, 32 MiB L3 per 8 cores. Clock, rates and both block tables
+    # as `aotc calibrate` measured them on a 2-core EPYC 9005 instance (median of three runs:
+    # 236 GFLOP/s per core, 448/220/95 GB/s from L1/L2/L3, 35 GB/s from memory with both
+    # cores reading). The GEMM blocks are measured, not estimated: at two FMAs a cycle the
+    # tall blocks' broadcasts (16x1 at 0.59 of peak, 14x2 0.77) cost what they did not on
+    # Zen 4. Pixel mode's stream share is Zen 4's
+    "znver5": Machine("znver5", 3.68, 512, 32, 2, 4, 2, 48 * KIB, 1 * MIB, 4 * MIB, 64,
+                      448e9, 220e9, 95e9, 35e9, 4,
+                      block_efficiency=(("5x5", 0.93), ("4x6", 0.96), ("6x4", 0.98),
+                                        ("9x3", 0.81), ("14x2", 0.77), ("16x1", 0.59)),
+                      pixel_efficiency=(("5x5", 0.91), ("4x6", 0.79), ("6x4", 0.93),
+                                        ("9x3", 0.93), ("14x2", 0.98), ("16x1", 0.83)),
                       pixel_stream=0.85),
     # Arm Neoverse N1 (Graviton2, Ampere Altra): NEON, two 128-bit FMA pipes
     "neoverse-n1": Machine("neoverse-n1", 2.5, 128, 32, 2, 4, 2, 64 * KIB, 1 * MIB, 512 * KIB,

@@ -129,7 +129,7 @@ def enabled_features(features: str) -> set[str]:
 
 
 # LLVM CPU names -> the known core whose machine model a host of that kind starts from
-_X86_512 = {"znver4": "znver4", "znver5": "znver4"}
+_X86_512 = {"znver4": "znver4", "znver5": "znver5"}
 _X86_256 = {"znver1": "znver3", "znver2": "znver3", "znver3": "znver3"}
 _ARM = {"neoverse-n1": "neoverse-n1", "neoverse-n2": "neoverse-n1",
         "neoverse-v1": "neoverse-n1", "neoverse-v2": "neoverse-n1"}
@@ -262,6 +262,9 @@ NAMED_TARGETS: dict[str, CpuTarget] = {
     "zen4": CpuTarget("zen4", _X86, "znver4", _AVX512_FEATURES + ",+avx512vnni",
                       (*_AVX512_CHECKED, "avx512vnni"),
                       MACHINES["znver4"]),
+    "zen5": CpuTarget("zen5", _X86, "znver5", _AVX512_FEATURES + ",+avx512vnni",
+                      (*_AVX512_CHECKED, "avx512vnni"),
+                      MACHINES["znver5"]),
     # any AArch64 CPU (NEON)
     "aarch64": CpuTarget("aarch64", _AARCH64, "generic", "+neon,+fp-armv8", (),
                          MACHINES["generic-aarch64"]),
