@@ -1,9 +1,10 @@
-"""One model compiled twice, with and without some graph passes, timed step by step on one core.
+"""One model compiled twice, with and without some graph passes, timed step by step.
 
     python benchmarks/ab_steps.py benchmarks/models/resnet50.onnx --without pad_in_producer
-        [--runs 40] [--min-change 0.04] [--markdown]
+        [--runs 40] [--threads N] [--min-change 0.04] [--markdown]
 
-Both programs run in model order on the serial runtime (as `profile_model.py` runs one), their
+Both programs run in model order on the serial runtime, or with `--threads N` compiled for N
+threads and linked with the runtime's pool of N (as `profile_model.py` runs one), their
 passes alternating, so that a burst of load on a shared host hits both alike. Reports, per step
 whose median moved by more than `--min-change`, both medians and their ratio (B: all passes, A:
 without the named ones), and the sums of the steps' medians and minimums. Steps are paired by
@@ -14,8 +15,10 @@ position where the passes compared keep the kernel sequence; where they do not (
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
+from profile_model import pooled_library  # noqa: E402
 from program_runner import bind_steps  # noqa: E402
 from table import print_rows  # noqa: E402
 
@@ -35,30 +39,22 @@ def main() -> None:
     ap.add_argument("model", type=Path)
     ap.add_argument("--without", nargs="+", required=True, help="passes program A leaves out")
     ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="compile for and run on this many threads (the runtime's pool)")
     ap.add_argument("--min-change", type=float, default=0.04,
                     help="list steps whose median moved by more than this fraction")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    programs = [compile_file(args.model, input_shapes=[], threads=1,
+    programs = [compile_file(args.model, input_shapes=[], threads=args.threads,
                              disabled_passes=list(args.without))[0],
-                compile_file(args.model, input_shapes=[], threads=1)[0]]
+                compile_file(args.model, input_shapes=[], threads=args.threads)[0]]
     paired = len(programs[0].steps) == len(programs[1].steps)
-    rng = np.random.default_rng(0)
-    bound = []  # (calls, outputs, kept alive): the outputs are written through raw pointers
-    for p in programs:
-        inputs = [rng.standard_normal(tuple(i.shape)) for i in p.inputs]
-        bound.append(bind_steps(p, inputs))
-    times = [[[] for _ in p.steps] for p in programs]
-    for _ in range(args.runs + 2):  # two warm-up passes
-        for k, (calls, _outs, _keep) in enumerate(bound):
-            for j, (fn, ptrs) in enumerate(calls):
-                t = time.perf_counter()
-                fn(None, ptrs, None)
-                times[k][j].append(time.perf_counter() - t)
+    with contextlib.ExitStack() as stack:
+        times = _alternating_step_times(programs, args.runs, args.threads, stack)
     med = [[statistics.median(ts[2:]) for ts in per] for per in times]
     low = [[min(ts[2:]) for ts in per] for per in times]
-    print(f"{args.model.name}: one thread, {args.runs} alternating passes; A without "
-          f"{', '.join(args.without)}, B with every pass")
+    print(f"{args.model.name}: {args.threads} thread(s), {args.runs} alternating passes; "
+          f"A without {', '.join(args.without)}, B with every pass")
     print(f"sum of medians: A {sum(med[0]) * 1e3:.2f} ms, B {sum(med[1]) * 1e3:.2f} ms, "
           f"B/A {sum(med[1]) / sum(med[0]):.3f}; of minimums: B/A "
           f"{sum(low[1]) / sum(low[0]):.3f}")
@@ -74,6 +70,31 @@ def main() -> None:
                          f"{low[1][j] / low[0][j]:.2f}"])
     print_rows(["step", "node (B)", "A ms", "B ms", "B/A", "B/A of minimums"], rows,
                args.markdown)
+
+
+def _alternating_step_times(programs: list, runs: int, threads: int,
+                            stack: contextlib.ExitStack) -> list[list[list[float]]]:
+    """Seconds per run of each step of each program, the programs' passes alternating (two
+    warm-up passes first); with threads > 1 each program runs on its own pool of `threads`."""
+    rng = np.random.default_rng(0)
+    bound = []  # (calls, pool, arrays the pointers point into) per program
+    for p in programs:
+        lib, pool = None, None
+        if threads > 1:
+            lib, pool = pooled_library(p, threads, Path(stack.enter_context(
+                tempfile.TemporaryDirectory(prefix="aotc-ab-"))))
+            stack.callback(lib.aotc_pool_destroy, pool)
+        inputs = [rng.standard_normal(tuple(i.shape)) for i in p.inputs]
+        calls, outs, keep = bind_steps(p, inputs, lib=lib)
+        bound.append((calls, pool, (outs, keep)))
+    times = [[[] for _ in p.steps] for p in programs]
+    for _ in range(runs + 2):
+        for k, (calls, pool, _alive) in enumerate(bound):
+            for j, (fn, ptrs) in enumerate(calls):
+                t = time.perf_counter()
+                fn(pool, ptrs, None)
+                times[k][j].append(time.perf_counter() - t)
+    return times
 
 
 if __name__ == "__main__":
