@@ -169,14 +169,22 @@ class _Estimator:
             mem_ops = sum(0.0 if not a.depends[-1] else 1.0 if a.stride[-1] == 1 else lanes
                           for a in acc)
             # LLVM's vector body takes `lanes * interleave` elements a step; what is left runs
-            # as scalar iterations (a 56-long loop at 16 lanes x 4 runs entirely scalar)
+            # as scalar iterations (a 56-long loop at 16 lanes x 4 runs entirely scalar), each
+            # at a scalar element's price: one move per access, not a lane's worth. Priced as
+            # vector iterations, a 4-long loop of strided moves cost 16 moves an element and
+            # lost to vectorising a long loop through gathers and scatters measured 10-20x
+            # slower (Winograd's output transpose at 14x14)
             step = lanes * (INTERLEAVE if ops + mem_ops <= SMALL_BODY else 1)
-            per_loop = sum(n // step * step / lanes + n % step for n in inner.trips)
+            trips = len(inner.trips)
             # (a loop whose estimated trips are all 0 runs nothing)
-            vec_iters = per_loop / len(inner.trips) * (iters / inner.extent) \
-                if inner.extent else 0.0
-            return vec_iters * (ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
-                                + 0.5)
+            per_outer = iters / inner.extent if inner.extent else 0.0
+            vectors = sum(n // step * step / lanes for n in inner.trips) / trips * per_outer
+            scalars = sum(n % step for n in inner.trips) / trips * per_outer
+            scalar_moves = sum(1.0 for a in acc if a.depends[-1])
+            return (vectors * (ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
+                               + 0.5)
+                    + scalars * (ops / self.m.fma_per_cycle
+                                 + scalar_moves / self.m.loads_per_cycle + 1.0))
         # scalar innermost loop: invariant accesses are hoisted out of it
         mem_ops = sum(1.0 for a in acc if a.depends[-1])
         per_iter = ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
