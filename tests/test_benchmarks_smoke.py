@@ -143,13 +143,16 @@ def test_profile_model_ranks_kernels_of_a_sample_model() -> None:
     assert any(r["operator"] == "Conv" for r in rows if "onnxruntime node" in r)
 
 
-def test_ab_steps_pairs_the_steps_of_a_model_with_and_without_a_pass() -> None:
-    """ab_steps: both programs run, and every step is listed with a zero threshold."""
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_ab_steps_pairs_the_steps_of_a_model_with_and_without_a_pass(threads: str) -> None:
+    """ab_steps: both programs run (serially, or on the runtime's pool of two), and every step
+    is listed with a zero threshold."""
     proc = subprocess.run([sys.executable, str(BENCH / "ab_steps.py"), "models/resnet_tiny.onnx",
-                           "--without", "pad_in_producer", "--runs", "3", "--min-change", "-1"],
+                           "--without", "pad_in_producer", "--runs", "3", "--min-change", "-1",
+                           "--threads", threads],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert "sum of medians" in proc.stdout
+    assert "sum of medians" in proc.stdout and f"{threads} thread(s)" in proc.stdout
     rows = [ast.literal_eval(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     assert rows and all(float(r["A ms"]) > 0 and float(r["B ms"]) > 0 for r in rows)
     assert any("pad_in_producer" in r["node (B)"] for r in rows)
