@@ -210,7 +210,8 @@ AVX2_PIXEL_EFFICIENCY = (("4x3", 0.81), ("6x2", 0.85), ("2x5", 0.53), ("2x4", 0.
 # clocks; bandwidths per core with all cores streaming. Sources: the vendors' optimization
 # manuals (vector units, latencies, caches) and aotc's own measurements where one was made
 # (benchmarks/RESULTS.md): the Cascade Lake figures are those the GEMM cost model was fitted
-# to, the Zen 3, Zen 4 and Zen 5 clocks come from `benchmarks/peak.py` on 2-core cloud instances.
+# to, the Zen 3 and Zen 4 clocks come from `benchmarks/peak.py` and the Zen 5 one from
+# `aotc calibrate`, on 2-core cloud instances.
 MACHINES: dict[str, Machine] = {
     # Intel Skylake-SP / Cascade Lake Xeon Gold: AVX-512, two 512-bit FMA units
     "cascadelake": Machine("cascadelake", 2.5, 512, 32, 2, 4, 2, 32 * KIB, 1 * MIB,
