@@ -180,19 +180,20 @@ class _Estimator:
             per_outer = iters / inner.extent if inner.extent else 0.0
             vectors = sum(n // step * step / lanes for n in inner.trips) / trips * per_outer
             scalars = sum(n % step for n in inner.trips) / trips * per_outer
-            scalar_moves = sum(1.0 for a in acc if a.depends[-1])
             return (vectors * (ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
                                + 0.5)
-                    + scalars * (ops / self.m.fma_per_cycle
-                                 + scalar_moves / self.m.loads_per_cycle + 1.0))
-        # scalar innermost loop: invariant accesses are hoisted out of it
-        mem_ops = sum(1.0 for a in acc if a.depends[-1])
-        per_iter = ops / self.m.fma_per_cycle + mem_ops / self.m.loads_per_cycle
-        per_iter += 0.25 if inner.kind == "unroll" else 1.0
+                    + scalars * (self.scalar_element(ops, acc) + 1.0))
+        per_iter = self.scalar_element(ops, acc) + (0.25 if inner.kind == "unroll" else 1.0)
         store_moves = acc[0].depends[-1]
         if not store_moves and any(ld.buf is s.buf for ld in loads):
             per_iter = max(per_iter, self.m.fma_latency)  # accumulating in one register: a chain
         return iters * per_iter
+
+    def scalar_element(self, ops: float, acc: list[_Access]) -> float:
+        """Cycles of one scalar iteration's work, loop control aside: its arithmetic and one
+        move per access that the innermost loop moves (invariant ones are hoisted out)."""
+        moves = sum(1.0 for a in acc if a.depends[-1])
+        return ops / self.m.fma_per_cycle + moves / self.m.loads_per_cycle
 
     def traffic(self, acc: list[_Access], loops: list[_Loop], capacity: int) -> float:
         """Bytes refilled into a cache of `capacity` bytes: an access's data is reused across
