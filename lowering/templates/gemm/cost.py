@@ -73,7 +73,7 @@ class GemmCost:
         mt, nt = math.ceil(M / blk.mr), math.ceil(N / blk.nr)
         Mp, Np = mt * blk.mr, nt * blk.nr
         m = self.machine
-        compute = B * Mp * Np * K / _fma_rate(blk, m, m.efficiency_of(blk.name))
+        compute = Mp * Np * K / _fma_rate(blk, m, m.efficiency_of(blk.name))  # per batch
         kc = int(config["kc"])  # type: ignore[call-overload]
 
         bw = m.bandwidth  # the rate of the smallest level a working set fits in
