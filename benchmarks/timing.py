@@ -172,7 +172,7 @@ def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray],
         outs = [allocate(o.shape, o.dtype) for o in outs]
     pin, pout = _pointer_array(ins), _pointer_array(outs)
     ctx = bundle._ctx
-    keep = (ins, pin, pout)  # the pointer arrays point into these
+    keep = (ins, outs, pin, pout)  # what the pointer arrays point into: alive with the engine
     if length is None:
         run = bundle._run_context
 
@@ -185,7 +185,8 @@ def aotc_engine(bundle: LoadedBundle, inputs: Sequence[np.ndarray],
 
     def call_dims() -> None:
         if run_dims(ctx, dims, pin, pout) != 0:
-            raise RuntimeError(f"{bundle.name}_run_context_dims failed at {length}")
+            raise RuntimeError(f"{bundle.name}_run_context_dims failed at {length} "
+                               f"({len(keep)} buffers)")
 
     # dense at the length: a prefix of each bound-sized output
     return call_dims, [o.reshape(-1)[:math.prod(t.at_length(length))].reshape(t.at_length(length))

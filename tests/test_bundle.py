@@ -391,6 +391,29 @@ def test_loaded_bundle_describe_and_run_single(built: Path, host_program) -> Non
     check_outputs(b.run_single(ins), ins, host_program[1])
 
 
+def test_benchmark_engine_keeps_the_arrays_it_points_into(built: Path, host_program) -> None:
+    """benchmarks/timing.aotc_engine binds pointer arrays once; the arrays they point into live
+    as long as the engine, even when the caller drops the outputs it returned (spin_study did:
+    the bundle then wrote into freed memory, and the process died in malloc later)."""
+    import gc
+    import sys
+    import weakref
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from timing import aotc_engine
+
+    b = LoadedBundle(built)
+    b.create()
+    ins = random_inputs(11)
+    engine, outs = aotc_engine(b, ins)
+    alive = [weakref.ref(o) for o in outs]
+    del outs
+    gc.collect()
+    assert all(ref() is not None for ref in alive)
+    engine()
+    check_outputs([ref() for ref in alive], ins, host_program[1])
+
+
 def test_c_api_error_codes(built: Path) -> None:
     b = LoadedBundle(built)
     ins = random_inputs(0)
