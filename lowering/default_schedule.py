@@ -30,6 +30,11 @@ ELEMENTWISE_SPLIT = 4096
 SHORT_LOOP = 16
 
 NO_VEC = -1  # `StageChoices.vec`: vectorise no loop
+# An element-wise stage whose last axis is shorter than this many vectors, over rows that every
+# access walks contiguously (NCHW planes of 28x28), is vectorised over its last two axes as one
+# loop: LLVM unrolls a short constant loop fully and then vectorises the loop around it with
+# gathers and scatters (a bias and ReLU over 128x28x28: 0.087 ms, 0.009 as one loop)
+SHORT_ROW_VECTORS = 4
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,12 @@ def default_schedule(tensor: te.Tensor, vector_lanes: int,
 
     order = spatial + reduce + ([vec] if vec is not None else [])
     s.reorder(*order)
+    if (vec is not None and vec_pos == 0 and not reduce and spatial
+            and all(lp.bound is None and lp.tail is None and isinstance(lp.extent, int)
+                    for lp in (spatial[-1], vec))
+            and vec.extent < SHORT_ROW_VECTORS * vector_lanes and _rows_contiguous(tensor)):
+        vec = s.fuse(spatial.pop(), vec)
+        s.pragma(vec, "keep_loop")
 
     # fuse the outer loops up to the `fuse`-th one longer than 1 (length-1 loops are free)
     long_loops = [i for i, lp in enumerate(spatial) if lp.extent > 1]
@@ -127,3 +138,24 @@ def default_schedule(tensor: te.Tensor, vector_lanes: int,
         for lp in reduce[len(reduce) - shape.short_reduce():]:
             s.unroll(lp)
     return s
+
+
+def _rows_contiguous(tensor: te.Tensor) -> bool:
+    """Whether every load of the stage that reads its last two axes reads them as its own
+    last two indices over dimensions of the same extents (so that the rows of the two axes lie
+    end to end in memory, in the output as in each input)."""
+    op = tensor.op
+    assert op is not None
+    if len(op.axes) < 2:
+        return False
+    row, col = op.axes[-2], op.axes[-1]
+    for ld in te.loads_in(te.expand_inline(op.body)):
+        idx, shape = ld.indices, ld.tensor.shape
+        uses = [any(te.mentions(i, ax.var) for i in idx) for ax in (row, col)]
+        if not any(uses):
+            continue
+        if len(idx) < 2 or idx[-2] is not row.var or idx[-1] is not col.var \
+                or (shape[-2], shape[-1]) != (row.extent, col.extent) \
+                or any(te.mentions(i, ax.var) for i in idx[:-2] for ax in (row, col)):
+            return False
+    return True

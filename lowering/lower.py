@@ -122,7 +122,8 @@ def _extent(lp: Loop) -> te.Expr:
 def _nest(loops: Sequence[Loop], body: Stmt, heads: Heads | None = None) -> Stmt:
     for lp in reversed(loops):
         first = (heads or {}).get(id(lp), [])
-        body = For(lp.var, _extent(lp), lp.kind, Seq([*first, body]) if first else body)
+        body = For(lp.var, _extent(lp), lp.kind, Seq([*first, body]) if first else body,
+                   interleave=1 if "keep_loop" in lp.pragmas else 0)
     return body
 
 

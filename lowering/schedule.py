@@ -120,7 +120,7 @@ class MmaTile:
     ksteps: int
 
 
-PRAGMAS = ("prefetch",)
+PRAGMAS = ("prefetch", "keep_loop")
 
 
 class StageSchedule:
@@ -322,7 +322,9 @@ class StageSchedule:
         self.annotate(loop, axis)
 
     def pragma(self, loop: Loop, kind: str) -> None:
-        """"prefetch": each iteration of `loop` first prefetches what the next one reads."""
+        """"prefetch": each iteration of `loop` first prefetches what the next one reads;
+        "keep_loop": a vector loop stays a loop (interleave 1), which LLVM would otherwise
+        unroll fully when short and then vectorise the loop around it instead."""
         if kind not in PRAGMAS:
             raise ScheduleError(f"unknown pragma {kind}; known: {PRAGMAS}")
         if loop not in self.leaves:
