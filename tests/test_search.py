@@ -447,14 +447,9 @@ def test_a_parallel_loop_costs_no_start_on_one_thread() -> None:
 
 
 def _vector_loop_extents(stmt) -> list[int]:
-    from lowering.loop_ir import For
+    from lowering.loop_ir import For, walk
 
-    if isinstance(stmt, For):
-        own = [stmt.extent.value] if stmt.kind == "vectorize" else []
-        return own + _vector_loop_extents(stmt.body)
-    if isinstance(stmt, Seq):
-        return [e for st in stmt.stmts for e in _vector_loop_extents(st)]
-    return []
+    return [st.extent.value for st in walk(stmt) if isinstance(st, For) and st.kind == "vectorize"]
 
 
 @pytest.mark.parametrize("target", ["cpu-avx512", "cpu-avx2"])

@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from kernel_harness import run_kernel  # noqa: E402
 from program_runner import check_node  # noqa: E402
 
-from lowering import te  # noqa: E402
+from lowering import loop_ir, te  # noqa: E402
 from lowering.loop_ir import For, Kernel, Seq, format_kernel  # noqa: E402
 from lowering.ops import OPS, OpContext  # noqa: E402
 from lowering.ops.nn.conv import conv_compute  # noqa: E402
@@ -381,14 +381,6 @@ def _stores_with_select(s) -> list:
     return [s] if "select(" in repr(s) else []
 
 
-def _vector_loops(s) -> list:
-    if isinstance(s, For):
-        return ([s] if s.kind == "vectorize" else []) + _vector_loops(s.body)
-    if isinstance(s, Seq):
-        return [x for st in s.stmts for x in _vector_loops(st)]
-    return []
-
-
 @pytest.mark.parametrize("target_name", ["cpu-avx512", "cpu-avx2"])
 @pytest.mark.parametrize("stride", [1, 2])
 def test_depthwise_row_interior_ends_under_a_mask_where_masks_are_cheap(stride, target_name):
@@ -402,7 +394,8 @@ def test_depthwise_row_interior_ends_under_a_mask_where_masks_are_cheap(stride, 
     space = select.space_for(ins, outs, [None] * 3, target)
     cfg = {**space.default_config(), "plane": "rows"} if any(
         k.name == "plane" for k in space.knobs) else space.default_config()
-    loops = _vector_loops(Seq(space.build(cfg, "k").kernel.stages))
+    loops = [st for st in loop_ir.walk(Seq(space.build(cfg, "k").kernel.stages))
+             if isinstance(st, For) and st.kind == "vectorize"]
     assert loops
     masked = target.masked_vectors and stride == 1
     assert all(lp.masked_tail == masked for lp in loops)

@@ -13,6 +13,7 @@ import llvmlite.binding as llvm
 
 from lowering import te
 from lowering.affine import interval, simplify_index
+from lowering.default_schedule import SHORT_ROW_VECTORS
 from lowering.loop_ir import (
     Buffer,
     BufLoad,
@@ -52,8 +53,6 @@ MEMTYPE = {**LLTYPE, "bool": "i8", "float16": "half", "bfloat16": "i16",
 STORED_AS_FLOAT = (*te.HALF_DTYPES, *te.NARROW_FLOAT_DTYPES)  # floats in registers, not memory
 SIZE = te.ITEMSIZE
 UNSIGNED = (*te.UNSIGNED_DTYPES, "bool")  # zero-extended, compared and divided unsigned
-# Reductions over rows shorter than this many vectors are kept loops (see _FunctionEmitter.stmt).
-SHORT_ROW_VECTORS = 4
 _FBIN = {"add": "fadd contract", "sub": "fsub contract", "mul": "fmul contract",
          "div": "fdiv contract"}
 _IBIN = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
@@ -267,10 +266,12 @@ class _FunctionEmitter:
             extent = str(hi[0]) if hi is not None and hi[0] == hi[1] else self.expr(s.extent)
             if lo is not None and hi is not None:
                 self.ranges[s.var] = (lo[0], hi[1] - 1)
-            # a reduction over a short row (49 columns of a 7x7 image) stays a loop for the
-            # vectorizer: LLVM would otherwise unroll it fully first and then leave it scalar
-            # or vectorise across the enclosing loop with gathers. (Only reductions: short
-            # element-wise loops of small images run faster unrolled, resnet_tiny 1.5x.)
+            # a vector loop that asks for an interleave count over a short row (a reduction
+            # over 49 columns of a 7x7 image; the default schedule's `keep_loop` over a plane)
+            # stays a loop for the vectorizer: LLVM would otherwise unroll it fully first and
+            # then leave it scalar or vectorise across the enclosing loop with gathers. (Not
+            # every short loop: element-wise ones of small images run faster unrolled,
+            # resnet_tiny 1.5x.)
             lanes = self.mod.target.vector_lanes_f32
             short = (s.interleave > 0 and hi is not None and hi[0] == hi[1]
                      and hi[0] < SHORT_ROW_VECTORS * lanes)
