@@ -625,8 +625,6 @@ def test_narrow_pools_share_their_planes_from_a_time_worth_it(cores, planes, kin
     (cost_model.worth_parallel), though its taps are fewer than PARALLEL_MIN_WORK: a 3x3/2
     max pool of 16 32x32 planes (4096 outputs, ~5 us on a Zen 4 core) on two cores; on one
     core, or with two planes (one chunk), serial."""
-
-
     zen4 = NAMED_TARGETS["zen4"]
     target = zen4.with_machine(zen4.machine.with_cores(cores))
     shape, attrs = (1, planes, 32, 32), dict(kernel_shape=[3, 3], pads=[1, 1, 1, 1],
