@@ -535,7 +535,7 @@ class _FunctionEmitter:
         self.line(f"{r} = {op} {src} {v} to {dst}")
         return r
 
-    def binary(self, e: te.Binary) -> str:
+    def binary(self, e: te.Binary, contract: bool = True) -> str:
         dt = e.a.dtype
         ty = LLTYPE[dt]
         a, b = self.expr(e.a), self.expr(e.b)
@@ -550,7 +550,8 @@ class _FunctionEmitter:
             return r
         if is_float:
             if e.op in _FBIN:
-                self.line(f"{r} = {_FBIN[e.op]} {ty} {a}, {b}")
+                op = _FBIN[e.op] if contract else _FBIN[e.op].removesuffix(" contract")
+                self.line(f"{r} = {op} {ty} {a}, {b}")
                 return r
             if e.op in _FMINMAX:
                 name, flags = _FMINMAX[e.op]
@@ -674,7 +675,13 @@ class _FunctionEmitter:
         to float16/bfloat16 rounds to nearest even, from float64 or an integer through float32
         (as onnxruntime: one rounding to float32, one to the type)."""
         src, dst = e.a.dtype, e.dtype
-        a = self.expr(e.a)
+        if dst == "float16" and isinstance(e.a, te.Binary):
+            # the rounded operation uncontracted: on a host with native half arithmetic
+            # (AVX512-FP16) LLVM narrows round(a*b) to a half multiply, which `contract` would
+            # fuse with the add that reads it into one FMA, skipping this rounding
+            a = self.binary(e.a, contract=False)
+        else:
+            a = self.expr(e.a)
         if src == dst:
             return a
         st, dt_ = LLTYPE[src], LLTYPE[dst]
