@@ -26,7 +26,7 @@ from aotc.package.build import (
     run_model_process,
 )
 from aotc.package.bundle import write_bundle
-from aotc.package.cpu_check import X86_CHECKABLE
+from aotc.package.cpu_check import X86_CHECKABLE, X86_CPUID
 from aotc.package.memory_plan import PlanBuffer, plan_memory
 from aotc.package.program import BufferRef, Program, Step, TensorInfo
 
@@ -538,6 +538,32 @@ def test_unsupported_cpu_is_an_error(tmp_path: Path) -> None:
     assert err.value.returncode == 2  # another machine: a user error
     assert f"this CPU lacks {missing[-1]}" in err.value.output
 
+
+
+@pytest.mark.parametrize("feature", sorted(X86_CPUID))
+def test_features_older_compilers_cannot_name_are_checked_by_cpuid(feature: str,
+                                                                   tmp_path: Path) -> None:
+    """A feature that LLVM uses where the host has it but that older compilers'
+    __builtin_cpu_supports cannot name (AVX512-FP16, AVX512-BF16) is read from CPUID: a bundle
+    compiled on a host with it runs there, and on a CPU without it stops with a user error
+    instead of faulting in a kernel. The result follows LLVM's own reading of the host."""
+    if not llvm.get_process_triple().startswith("x86_64"):
+        pytest.skip("x86-64 only")
+    program, _ = make_program(cpu_features=["avx2", feature])
+    out = tmp_path / "b"
+    write_bundle(program, out)
+    source = (out / "model.c").read_text()
+    assert "#include <cpuid.h>" in source and "__get_cpuid_count(7, " in source
+    assert "not checkable" not in source
+    build_bundle(out, target="run_model")
+    ins = random_inputs(0)
+    if feature in host_features():
+        run_model_process(out, ins)
+        return
+    with pytest.raises(RunModelError) as err:
+        run_model_process(out, ins)
+    assert err.value.returncode == 2
+    assert f"this CPU lacks {feature}" in err.value.output
 
 # ---- other builds ----
 

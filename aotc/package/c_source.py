@@ -246,12 +246,15 @@ def render_source(program: Program) -> str:
     kernels = list(dict.fromkeys(s.kernel for s in kernel_steps(program.steps)))
     table_lines, steps_expr, refs_expr, num_steps = _tables(program)
     auxv = cpu_check.needs_auxv(program.triple, program.cpu_features)
+    cpuid = cpu_check.needs_cpuid(program.triple, program.cpu_features)
     lines = [
         banner(f"executor tables and API of the model '{n}' (see {n}.h)"),
         f'#include "{n}.h"',
         '#include "aotc_runtime.h"',
         *(["#if defined(__aarch64__) && defined(__linux__)", "#include <sys/auxv.h>", "#endif"]
           if auxv else []),
+        *(["#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))",
+           "#include <cpuid.h>", "#endif"] if cpuid else []),
         "",
         cpu_check.arch_guard(program.triple),
         "",

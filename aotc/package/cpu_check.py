@@ -10,6 +10,15 @@ X86_CHECKABLE = (
     "vpclmulqdq",
 )
 
+# Features that older compilers' __builtin_cpu_supports does not know, read from CPUID leaf 7
+# (subleaf, register, bit) instead: LLVM uses them where the host has them (AVX512-FP16's half
+# arithmetic, for one), and a kernel that does faults on a CPU without them. The OS's support
+# of the 512-bit state they need is what avx512f's test, before them, checks.
+X86_CPUID = {
+    "avx512bf16": (1, "eax", 5),
+    "avx512fp16": (0, "edx", 23),
+}
+
 # AArch64 features beyond the NEON baseline: (auxv key, bit) from <asm/hwcap.h>.
 AARCH64_HWCAP = {
     "fullfp16": ("AT_HWCAP", 10),  # HWCAP_ASIMDHP
@@ -47,7 +56,7 @@ def unchecked(triple: str, features: list[str]) -> list[str]:
     """Features the generated check cannot test at run time (reported in comments)."""
     feats = normalize(features)
     if is_x86(triple):
-        return [f for f in feats if f not in X86_CHECKABLE]
+        return [f for f in feats if f not in X86_CHECKABLE and f not in X86_CPUID]
     if is_aarch64(triple):
         return [f for f in feats if f not in AARCH64_HWCAP and f not in AARCH64_BASELINE]
     return feats
@@ -79,11 +88,20 @@ def cpu_check_function(fn_name: str, triple: str, features: list[str]) -> str:
         lines.append(f"    /* not checkable at run time: {', '.join(skipped)} */")
     x86 = [f for f in feats if f in X86_CHECKABLE] if is_x86(triple) else []
     arm = [f for f in feats if f in AARCH64_HWCAP] if is_aarch64(triple) else []
-    if x86:
+    cpuid = [f for f in feats if f in X86_CPUID] if is_x86(triple) else []
+    if x86 or cpuid:
         lines.append("#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))")
         lines.append("    __builtin_cpu_init();")
         for f in x86:
             lines.append(f'    if (!__builtin_cpu_supports("{f}")) return "{f}";')
+        for f in cpuid:
+            sub, reg, bit = X86_CPUID[f]
+            lines.append("    {")
+            lines.append("        unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;")
+            lines.append(f"        if (!__get_cpuid_count(7, {sub}, &eax, &ebx, &ecx, &edx) || "
+                         f"!({reg} & (1u << {bit})))")
+            lines.append(f'            return "{f}";')
+            lines.append("    }")
         lines.append("#endif")
     if arm:
         lines.append("#if defined(__aarch64__) && defined(__linux__)")
@@ -94,6 +112,10 @@ def cpu_check_function(fn_name: str, triple: str, features: list[str]) -> str:
     lines.append("    return NULL;")
     lines.append("}")
     return "\n".join(lines)
+
+
+def needs_cpuid(triple: str, features: list[str]) -> bool:
+    return is_x86(triple) and any(f in X86_CPUID for f in normalize(features))
 
 
 def needs_auxv(triple: str, features: list[str]) -> bool:

@@ -21,9 +21,10 @@ from aotc.errors import AotcError
 from lowering.intrinsics import INT_DOTS, IntDot
 from lowering.machine import MACHINES, Machine
 
-# x86 features the bundle checks at create time with __builtin_cpu_supports (names it knows).
+# x86 features the bundle checks at create time (__builtin_cpu_supports, or CPUID where older
+# compilers' builtin does not know them: aotc/package/cpu_check.py).
 _RUNTIME_CHECKED = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl",
-                    "avx512vnni")
+                    "avx512vnni", "avx512bf16", "avx512fp16")
 
 
 @dataclass(frozen=True)
