@@ -539,7 +539,6 @@ def test_unsupported_cpu_is_an_error(tmp_path: Path) -> None:
     assert f"this CPU lacks {missing[-1]}" in err.value.output
 
 
-
 @pytest.mark.parametrize("feature", sorted(X86_CPUID))
 def test_features_older_compilers_cannot_name_are_checked_by_cpuid(feature: str,
                                                                    tmp_path: Path) -> None:
@@ -564,6 +563,7 @@ def test_features_older_compilers_cannot_name_are_checked_by_cpuid(feature: str,
         run_model_process(out, ins)
     assert err.value.returncode == 2
     assert f"this CPU lacks {feature}" in err.value.output
+
 
 # ---- other builds ----
 
