@@ -1,7 +1,12 @@
-"""One model compiled twice, with and without some graph passes, timed step by step.
+"""One model compiled twice, with and without some graph passes or for two machine models of
+this host, timed step by step.
 
     python benchmarks/ab_steps.py benchmarks/models/resnet50.onnx --without pad_in_producer
-        [--runs 40] [--threads N] [--min-change 0.04] [--markdown]
+        [--machine-a FILE] [--runs 40] [--threads N] [--min-change 0.04] [--markdown]
+
+`--machine-a FILE` compiles program A for that machine file (`aotc calibrate`'s form, as
+`aotc optimize --machine`), B for the host's own model: what a change of machine row does to
+the schedules chosen, measured on this machine.
 
 Both programs run in model order on the serial runtime, or with `--threads N` compiled for N
 threads and linked with the runtime's pool of N (as `profile_model.py` runs one), their
@@ -37,7 +42,9 @@ from aotc.driver import compile_file  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", type=Path)
-    ap.add_argument("--without", nargs="+", required=True, help="passes program A leaves out")
+    ap.add_argument("--without", nargs="+", default=[], help="passes program A leaves out")
+    ap.add_argument("--machine-a", type=Path, default=None,
+                    help="compile program A for this machine file instead of the host's model")
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--threads", type=int, default=1,
                     help="compile for and run on this many threads (the runtime's pool)")
@@ -45,16 +52,20 @@ def main() -> None:
                     help="list steps whose median moved by more than this fraction")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
+    if not args.without and args.machine_a is None:
+        ap.error("name passes to leave out (--without) or a machine file (--machine-a)")
     programs = [compile_file(args.model, input_shapes=[], threads=args.threads,
-                             disabled_passes=list(args.without))[0],
+                             machine=args.machine_a, disabled_passes=list(args.without))[0],
                 compile_file(args.model, input_shapes=[], threads=args.threads)[0]]
     paired = len(programs[0].steps) == len(programs[1].steps)
     with contextlib.ExitStack() as stack:
         times = _alternating_step_times(programs, args.runs, args.threads, stack)
     med = [[statistics.median(ts[2:]) for ts in per] for per in times]
     low = [[min(ts[2:]) for ts in per] for per in times]
+    changes = ([f"without {', '.join(args.without)}"] if args.without else []) + \
+        ([f"for {args.machine_a.name}"] if args.machine_a else [])
     print(f"{args.model.name}: {args.threads} thread(s), {args.runs} alternating passes; "
-          f"A without {', '.join(args.without)}, B with every pass")
+          f"A {' and '.join(changes)}, B with every pass for the host")
     print(f"sum of medians: A {sum(med[0]) * 1e3:.2f} ms, B {sum(med[1]) * 1e3:.2f} ms, "
           f"B/A {sum(med[1]) / sum(med[0]):.3f}; of minimums: B/A "
           f"{sum(low[1]) / sum(low[0]):.3f}")

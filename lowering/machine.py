@@ -226,6 +226,19 @@ MACHINES: dict[str, Machine] = {
     "generic-avx2": Machine("generic-avx2", 2.5, 256, 16, 2, 4, 2, 32 * KIB, 1 * MIB,
                             1408 * KIB, 64, 180e9, 143e9, 40e9, 13.5e9, 4,
                             AVX2_BLOCK_EFFICIENCY, AVX2_PIXEL_EFFICIENCY, pixel_stream=0.75),
+    # AMD Zen 1 / Zen+ (EPYC 7001, Ryzen 1000/2000): AVX2 on two 128-bit FMA pipes, so one
+    # 256-bit FMA per cycle (each is two halves) at 5 cycles' latency, and two 128-bit loads
+    # per cycle, one 256-bit; 8 MiB of L3 per 4-core CCX (2 MiB a core's share). Clock and
+    # rates as `aotc calibrate` measured them on a 2-core EPYC guest that LLVM reads as
+    # `znver1` (medians of five runs: 36 GFLOP/s per core, 56/47/37 GB/s from L1/L2/L3, 9 GB/s
+    # from memory with both cores reading); taken for a Zen 3 before, such a host was planned
+    # at 2.8 times its peak. The block tables stay the fitted AVX2 ones, as on Zen 3: the
+    # calibrated ones moved by up to 35 points a block between runs, and their medians made
+    # ResNet-50 1.11x slower there (benchmarks/RESULTS.md). Pixel mode's stream share is Zen 3's
+    "znver1": Machine("znver1", 2.26, 256, 16, 1, 5, 1, 32 * KIB, 512 * KIB, 2 * MIB, 64,
+                      56e9, 47e9, 37e9, 9e9, 4,
+                      AVX2_BLOCK_EFFICIENCY, AVX2_PIXEL_EFFICIENCY,
+                      pixel_stream=1.1, pixel_chunk_reuse=1.0),
     # AMD Zen 3 (EPYC 7003): AVX2, two 256-bit FMA pipes, 32 MiB L3 per 8 cores (4 MiB a
     # core's share). Clock and rates as `aotc calibrate` measured them on a 2-core EPYC 7003
     # instance (median of three runs: 100.6 GFLOP/s per core, 192/98/68 GB/s from L1/L2/L3,

@@ -209,6 +209,20 @@ def test_host_last_level_share_is_at_most_the_known_cores(tmp_path: Path) -> Non
     assert small.l3 == 1 << 20
 
 
+def test_a_zen1_host_is_planned_at_its_own_vector_unit(tmp_path: Path) -> None:
+    """LLVM reads a first-generation EPYC as `znver1`: AVX2 on two 128-bit FMA pipes, one
+    256-bit FMA and one 256-bit load a cycle, 5 cycles' latency, a 2 MiB share of L3. Taken
+    for a Zen 3 it was planned at twice its FMAs and loads per cycle."""
+    from targets.cpu.target import host_machine
+
+    zen1 = host_machine("x86_64-unknown-linux-gnu", "znver1", "+avx2,+fma", tmp_path)
+    assert zen1 == dataclasses.replace(MACHINES["znver1"], cores=zen1.cores)
+    assert (zen1.fma_per_cycle, zen1.loads_per_cycle, zen1.fma_latency) == (1, 1, 5)
+    assert zen1.l3 == 2 << 20
+    assert zen1.peak_flops < 0.5 * MACHINES["znver3"].peak_flops
+    assert NAMED_TARGETS["zen1"].machine is MACHINES["znver1"]
+
+
 @pytest.mark.parametrize("row", [name for name, m in MACHINES.items() if m.pixel_efficiency])
 def test_measured_pixel_tables_cover_every_block_of_their_vector_unit(row: str) -> None:
     """A documented row that carries measured pixel-mode efficiencies has one for every

@@ -131,7 +131,7 @@ def enabled_features(features: str) -> set[str]:
 
 # LLVM CPU names -> the known core whose machine model a host of that kind starts from
 _X86_512 = {"znver4": "znver4", "znver5": "znver5"}
-_X86_256 = {"znver1": "znver3", "znver2": "znver3", "znver3": "znver3"}
+_X86_256 = {"znver1": "znver1", "znver2": "znver3", "znver3": "znver3"}
 _ARM = {"neoverse-n1": "neoverse-n1", "neoverse-n2": "neoverse-n1",
         "neoverse-v1": "neoverse-n1", "neoverse-v2": "neoverse-n1"}
 
@@ -258,6 +258,8 @@ NAMED_TARGETS: dict[str, CpuTarget] = {
                             _AVX512_CHECKED, MACHINES["cascadelake"]),
     "skylake-avx512": CpuTarget("skylake-avx512", _X86, "skylake-avx512", _AVX512_FEATURES,
                                 _AVX512_CHECKED, MACHINES["cascadelake"]),
+    "zen1": CpuTarget("zen1", _X86, "znver1", _AVX2_FEATURES, _AVX2_CHECKED,
+                      MACHINES["znver1"]),
     "zen3": CpuTarget("zen3", _X86, "znver3", _AVX2_FEATURES, _AVX2_CHECKED,
                       MACHINES["znver3"]),
     "zen4": CpuTarget("zen4", _X86, "znver4", _AVX512_FEATURES + ",+avx512vnni",
