@@ -193,7 +193,7 @@ def test_only_a_zero_padding_of_the_pixels_is_a_padded_output():
 def test_cost_model_keeps_padded_producers_in_pixel_mode(fitted_target):
     """A 1x1 producer at 56x56 (ResNet-50's first bottleneck): pixel mode stores into the
     padded output; reading in place then copying the result in measured 1.2x slower on the
-    fitted machine; the `zen1` row ranks the two the other way, so this takes the fitted target)."""
+    fitted machine; the `zen1` row ranks the two the other way, so this takes the fitted target."""
     ins, conv, wv = general_conv(1, 64, 56, 56, 64, 1, 1)
     space = GemmTemplate.match(ins, [padded_relu(conv, 1, 1, 1, 1)], [None, wv, None],
                                fitted_target)
