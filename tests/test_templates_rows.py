@@ -343,7 +343,8 @@ def test_depthwise_knobs_and_epilogue(relu, stride, fitted_target, run_target):
 def test_depthwise_swish_runs_over_each_plane(c, h, w, stride, forms, run_target):
     """A dear epilogue (swish: a sigmoid per element) is not computed inside the window's loops,
     whose scalar borders and remainders would pay it element by element, but by one vector loop
-    over each finished plane; every form (rows, padded, masked) against numpy."""
+    over each finished plane; every form (rows, padded, masked) against numpy. `forms` are a
+    masked-tail target's; without masks every stride-1 plane may also run padded."""
     ins, outs = _dw_tensors(c=c, h=h, w=w, stride=stride, swish=True)
     space = select.space_for(ins, outs, [None] * 3, run_target)
     assert space.kind == "depthwise"
@@ -361,6 +362,8 @@ def test_depthwise_swish_runs_over_each_plane(c, h, w, stride, forms, run_target
         assert all(inner.masked_tail == run_target.masked_vectors for inner in loops), cfg
         (got,) = run_kernel(kernel, [x, wt, b], target=run_target)
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6, err_msg=str(cfg))
+    if stride == 1 and not run_target.masked_vectors:
+        forms = forms | {"padded"}
     assert seen == forms
 
 
@@ -667,3 +670,45 @@ def test_depthwise_plane_forms_with_a_fused_residual_against_onnxruntime(hw, pad
     from lowering.search.tuner import Tuner
     assert Tuner().choose(space)["plane"] == form
     check_model(model, [rand(1, c, hw, hw), rand(1, c, oh, oh)])
+
+
+@pytest.mark.parametrize("name,offered,chosen", [("cpu-avx512", False, False),
+                                                 ("cpu-avx2", True, True),
+                                                 ("aarch64", True, False)])
+def test_wide_depthwise_planes_run_padded_where_tails_are_scalar(name, offered, chosen):
+    """MobileNetV2's 112-wide 3x3 depthwise layer: with masked tails (AVX-512) the row form is
+    the only stride-1 form for rows this wide; without them (AVX2, NEON) the padded plane is
+    offered, and where the row form's scalar remainders outweigh the plane's copies (8 lanes,
+    two loads a cycle) the cost model picks it (on NEON the two are within its margin)."""
+    from lowering.search.tuner import Tuner
+
+    ins, outs = _dw_tensors(c=32, h=112, w=112, stride=1)
+    space = select.space_for(ins, outs, [None] * 3, NAMED_TARGETS[name])
+    assert ("padded" in dict((k.name, k.options) for k in space.knobs).get("plane", ())) \
+        == offered
+    assert (Tuner().choose(space).get("plane") == "padded") == chosen
+
+
+def test_a_float_window_sums_its_taps_in_independent_chains():
+    """A 3x3 window's nine products run as two FMA chains (five taps seeded with the initial
+    value, then four), added at the end: six dependent adds instead of nine, and no more of
+    them; 5x5 takes five chains of five, eight dependent adds instead of 25."""
+    from lowering.templates.depthwise import _chained_sum
+
+    def depth(e):
+        kids = te.children(e)
+        return 1 + max(depth(k) for k in kids) if isinstance(e, te.Binary) and \
+            e.op == "add" else 0
+
+    def adds(e):
+        own = isinstance(e, te.Binary) and e.op == "add"
+        return own + sum(adds(k) for k in te.children(e))
+
+    x, w = te.placeholder((25,), "float32", "x"), te.placeholder((25,), "float32", "w")
+    init = te.Load(w, [te.Const(0, "int64")])
+    for taps, want_depth in ((9, 6), (25, 8)):
+        products = [te.Load(x, [te.Const(i, "int64")]) * te.Load(w, [te.Const(i, "int64")])
+                    for i in range(taps)]
+        total = _chained_sum(init, products)
+        assert adds(total) == taps  # the single chain's count: init + taps - 1 products
+        assert depth(total) == want_depth

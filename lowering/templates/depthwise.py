@@ -73,6 +73,9 @@ PADDED_MAX_ROW_VECTORS = 2
 # as its own vector loop over each finished plane instead of inside the window's loops, whose
 # scalar borders and remainders would pay it one element at a time.
 PLANE_EPILOGUE_COST = 8.0
+# products per FMA chain of a float convolution's window (_chained_sum): 3x3 in two chains,
+# 5x5 in five
+TAPS_PER_CHAIN = 5
 
 
 def _c(v: int) -> te.Const:
@@ -359,7 +362,7 @@ class DepthwiseSpace(ScheduleSpace):
         # values (less its zero point) and pads them with zeros
         if pat.weight is None and pat.w.out < POOL_MIN_WIDTH:  # a narrow pool: one form
             self.knobs.append(Knob("plane", (_narrow_pool_form(pat, target.vector_lanes_f32),)))
-        elif _padded_plane_ok(pat, target.vector_lanes_f32):
+        elif _padded_plane_ok(pat, target.vector_lanes_f32, target.masked_vectors):
             forms = ("rows", "padded", "masked") if not pat.integer and _masked_plane_ok(pat) \
                 else ("rows", "padded")
             self.knobs.append(Knob("plane", forms))
@@ -386,7 +389,8 @@ class DepthwiseSpace(ScheduleSpace):
     def cost(self, config: Config) -> float:
         """Vector loads dominate: kh*kw per output vector, shared between rows of a block, at
         the machine's loads per cycle; each loop over a run of a row (or over a plane's stage)
-        costs PIECE_CYCLES besides, which is what short rows pay for most. The padded-plane
+        costs PIECE_CYCLES besides, which is what short rows pay for most, and the row form's
+        outputs outside whole vectors cost a load per tap each (_scalar_taps). The padded-plane
         form copies the plane into its padding, computes one vector loop over the plane in the
         padded row pitch and copies the output rows out."""
         pat, m = self.pat, self.target.machine
@@ -427,7 +431,21 @@ class DepthwiseSpace(ScheduleSpace):
         # the loads and shuffles)
         per_tap = INTEGER_ROW_TAP * pat.w.stride if pat.integer else 1.0
         return (vectors * max(loads_per_row, taps) * per_tap / loads
-                + pieces * PIECE_CYCLES) / m.hz
+                + pieces * PIECE_CYCLES
+                + planes * pat.h.out * self._scalar_taps(lanes) * per_tap / loads) / m.hz
+
+    def _scalar_taps(self, lanes: int) -> int:
+        """Taps a row of the row form computes one element at a time: the border runs', and,
+        without masked tails, the interior run's last partial vector (a 112-wide 3x3 row on 8
+        lanes: 6 of its 110 interior outputs, 54 taps beside its 13 vectors' 117)."""
+        pat = self.pat
+        scalar = 0
+        for first, end, taps_w in pat.w.runs():
+            n = end - first
+            if len(taps_w) == pat.w.taps and n > 1:
+                n = 0 if self.target.masked_vectors and pat.w.stride == 1 else n % lanes
+            scalar += n * len(taps_w) * pat.h.taps
+        return scalar
 
 
 class _Builder:
@@ -560,20 +578,25 @@ class _Builder:
         convolution, the window's sum or maximum for a pool. NaN-aware maxima (llvm.maximumnum,
         -0 below +0) are exactly associative, so they combine as a balanced tree, which gives
         the chain's result in less than half its latency (a 3x3 pool with its initial value:
-        4 dependent steps instead of 9); sums keep the reduction's own order (= the default
+        4 dependent steps instead of 9). A float convolution's weighted sum runs as
+        independent chains of FMAs (_chained_sum, a scheduled reduction's reassociation);
+        integer windows and pools' sums keep the reduction's own order (= the default
         schedule's)."""
         pat = self.pat
         acc = self._lower(te.substitute(pat.init, env))
         if pat.weight is not None:
-            window: te.Expr | None = None
+            products = []
             for r0, r1, xv in taps:
                 wenv = {**env, pat.r[0]: _c(r0), pat.r[1]: _c(r1)}
                 w = self._lower(te.substitute(pat.weight, wenv))
                 if xv.dtype != w.dtype:  # an integer window's exact float32 values
                     w = te.cast(xv.dtype, w)
-                window = xv * w if window is None else window + xv * w
-            assert window is not None
-            return acc + (window if window.dtype == acc.dtype else te.cast(acc.dtype, window))
+                products.append(xv * w)
+            if pat.integer or products[0].dtype != acc.dtype:
+                window = functools.reduce(lambda a, b: a + b, products)
+                return acc + (window if window.dtype == acc.dtype else
+                              te.cast(acc.dtype, window))
+            return _chained_sum(acc, products)
         leaves = [acc] + [xv for _, _, xv in taps]
         if pat.combiner == "max":
             return _balanced(pat.combiner, leaves)
@@ -876,13 +899,18 @@ def _valid_run(valid: list[bool]) -> tuple[int, int]:
     return first, first + sum(valid)
 
 
-def _padded_plane_ok(pat: DepthwisePattern, lanes: int) -> bool:
+def _padded_plane_ok(pat: DepthwisePattern, lanes: int, masked_tails: bool) -> bool:
     """Whether the padded-plane form applies: stride 1 on both axes (every tap is then the
-    virtual output index plus a constant), the input elements one run per axis, and short rows
+    virtual output index plus a constant), the input elements one run per axis, and, where
+    a row's last partial vector runs under a mask (`masked_tails`), short rows
     (PADDED_MAX_ROW_VECTORS): on wider ones the row form's loop overhead is small, and the
     padded form's two copies of the plane cost more than they save (one core, 3x3, 16 lanes:
-    56- and 112-wide planes 1.3-1.6x slower padded; 28-wide 1.2x faster)."""
-    if pat.w.out > PADDED_MAX_ROW_VECTORS * lanes and not pat.integer:
+    56- and 112-wide planes 1.3-1.6x slower padded; 28-wide 1.2x faster). Without masks the
+    row form pays each row's remainder in scalars, and LLVM's GVN turns the row's overlapping
+    tap loads into loop-carried vectors that it shifts with cross-lane shuffles; the padded
+    form's one loop over the plane does neither (one Zen 1 core, 3x3 at 8 lanes: 28- to
+    112-wide planes 0.75-0.85x the row form's time)."""
+    if pat.w.out > PADDED_MAX_ROW_VECTORS * lanes and masked_tails and not pat.integer:
         return False
     for a in (pat.h, pat.w):
         if a.stride != 1 or not any(a.valid):
@@ -944,6 +972,26 @@ def _masked_plane_ok(pat: DepthwisePattern) -> bool:
     return (h.stride == 1 and w.stride == 1 and pat.x.shape[2:] == pat.conv.shape[2:]
             and pat.chan is pat.k and pat.x.shape[1] == pat.conv.shape[1]
             and h.out * w.out <= MASKED_MAX_PLANE and math.prod(pat.conv.shape[:2]) >= 3)
+
+
+def _chained_sum(init: te.Expr, products: list[te.Expr]) -> te.Expr:
+    """init + the products, as ceil(n / TAPS_PER_CHAIN) chains of consecutive products, the
+    first seeded with `init`, summed pairwise: one dependent FMA after another made each
+    output vector wait nine FMA latencies for a 3x3 window, and with the FP scheduler full
+    of waiting chains the core ran it at a third of its FMA rate (one Zen 1 core, a 3x3
+    plane at 8 lanes: 25 cycles a vector for nine FMAs). Two chains cost no more
+    instructions than one (the second's first product is the multiply the single chain
+    started with, their sum the add of `init`)."""
+    n = -(-len(products) // TAPS_PER_CHAIN)
+    size = -(-len(products) // n)
+    chains = []
+    for i in range(0, len(products), size):
+        part = products[i:i + size]
+        chain = init if i == 0 else part.pop(0)
+        for p in part:
+            chain = chain + p
+        chains.append(chain)
+    return _balanced("sum", chains)
 
 
 def _balanced(combiner: str, leaves: list[te.Expr]) -> te.Expr:
