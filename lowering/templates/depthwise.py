@@ -426,21 +426,22 @@ class DepthwiseSpace(ScheduleSpace):
         taps_h = pat.h.taps
         loads_per_row = (taps_h + (rows - 1) * min(taps_h, pat.h.stride)) * pat.w.taps / rows
         vectors = math.prod(pat.conv.shape) / lanes
-        pieces = planes * pat.h.out * len(pat.w.runs())
+        w_runs = pat.w.runs()
+        pieces = planes * pat.h.out * len(w_runs)
         # (an integer tap along a strided row also gathers its 8-bit elements: stride times
         # the loads and shuffles)
         per_tap = INTEGER_ROW_TAP * pat.w.stride if pat.integer else 1.0
         return (vectors * max(loads_per_row, taps) * per_tap / loads
                 + pieces * PIECE_CYCLES
-                + planes * pat.h.out * self._scalar_taps(lanes) * per_tap / loads) / m.hz
+                + planes * pat.h.out * self._scalar_taps(w_runs, lanes) * per_tap / loads) / m.hz
 
-    def _scalar_taps(self, lanes: int) -> int:
+    def _scalar_taps(self, w_runs: list[tuple[int, int, tuple[int, ...]]], lanes: int) -> int:
         """Taps a row of the row form computes one element at a time: the border runs', and,
         without masked tails, the interior run's last partial vector (a 112-wide 3x3 row on 8
         lanes: 6 of its 110 interior outputs, 54 taps beside its 13 vectors' 117)."""
         pat = self.pat
         scalar = 0
-        for first, end, taps_w in pat.w.runs():
+        for first, end, taps_w in w_runs:
             n = end - first
             if len(taps_w) == pat.w.taps and n > 1:
                 n = 0 if self.target.masked_vectors and pat.w.stride == 1 else n % lanes
