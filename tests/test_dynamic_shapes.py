@@ -5,6 +5,7 @@ refused."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 import warnings
@@ -143,7 +144,11 @@ def test_products_and_rows_over_the_dimension_get_their_templates(encoder, tmp_p
         mp.setattr("aotc.compiler.space_for", spy)
         program, _ = compile_file(encoder, input_shapes=SHAPES, tuner=make_tuner(4.0, log))
     assert kinds.count("gemm") >= 5 and kinds.count("rows") >= 2, kinds  # was none
-    assert log.read_text().count('"kind": "gemm"') >= 1
+    # The budget goes to the heaviest kernel first, and which one that is depends on the
+    # target's cost model; each kernel tuned measures at least its start points, so on a slow
+    # host the first one may take the whole budget. Either template's entry shows the point.
+    logged = [json.loads(line)["kind"] for line in log.read_text().splitlines()]
+    assert logged and set(logged) <= {"gemm", "rows"}, logged
     model = onnx.load(encoder)
     for n in (1, 30):
         ins = _inputs(n)
