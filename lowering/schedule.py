@@ -436,16 +436,8 @@ def map_loads(e: te.Expr, f: Callable[[te.Load], te.Expr]) -> te.Expr:
         return f(te.Load(e.tensor, [map_loads(i, f) for i in e.indices]))
     if not te.children(e):
         return e  # a variable, a constant, a loop-IR load
-    if isinstance(e, te.Binary):
-        return te.binary(e.op, map_loads(e.a, f), map_loads(e.b, f))
-    if isinstance(e, te.Unary):
-        return te.Unary(e.op, map_loads(e.a, f))
-    if isinstance(e, te.Select):
-        return te.select(map_loads(e.cond, f), map_loads(e.t, f), map_loads(e.f, f))
-    if isinstance(e, te.Cast):
-        return te.cast(e.dtype, map_loads(e.a, f))
-    if isinstance(e, te.Reduce):
-        return te.Reduce(e.combiner, map_loads(e.body, f), e.axes, map_loads(e.init, f))
+    if isinstance(e, (te.Binary, te.Unary, te.Select, te.Cast, te.Reduce)):
+        return te.map_children(e, lambda x: map_loads(x, f))
     raise ScheduleError(f"cannot rewrite a {type(e).__name__} expression")
 
 

@@ -21,7 +21,7 @@ from aotc.package.build import build_bundle, run_model_process
 from lowering import te
 from lowering.ops import OPS, OpContext
 from lowering.search.select import space_for
-from lowering.templates.depthwise import DepthwiseSpace, _exact_in_float
+from lowering.templates.depthwise import DepthwiseSpace, exact_in_float
 from targets.cpu.codegen import ModuleBuilder
 from targets.cpu.target import NAMED_TARGETS
 
@@ -140,7 +140,7 @@ def test_depthwise_integer_convolution_takes_the_depthwise_template() -> None:
     # taken off), not the masked plane, which pads with the combiner's identity
     assert [(k.name, k.options) for k in space.knobs] == [("rows", (2, 1, 4)),
                                                          ("plane", ("rows", "padded"))]
-    assert _exact_in_float(space.pat)  # 8-bit values, 9 taps: sums exact in float32
+    assert exact_in_float(space.pat)  # 8-bit values, 9 taps: sums exact in float32
 
 
 # depthwise cases for the plane forms (padded at stride 1, split by stride phase at 2): 7x7
@@ -183,7 +183,7 @@ def test_wide_windows_of_8_bit_values_keep_int32_sums() -> None:
     """289 taps of products up to 255 x 255 can pass 2^24: the padded copy stays int32."""
     space = _conv_space("zen4", group=16, ksize=17, side=20, pad=0)
     assert space.kind == "depthwise" and space.pat.integer
-    assert not _exact_in_float(space.pat)
+    assert not exact_in_float(space.pat)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -693,7 +693,7 @@ def test_a_float_window_sums_its_taps_in_independent_chains():
     """A 3x3 window's nine products run as two FMA chains (five taps seeded with the initial
     value, then four), added at the end: six dependent adds instead of nine, and no more of
     them; 5x5 takes five chains of five, eight dependent adds instead of 25."""
-    from lowering.templates.depthwise import _chained_sum
+    from lowering.templates.depthwise import chained_sum
 
     def depth(e):
         kids = te.children(e)
@@ -709,6 +709,6 @@ def test_a_float_window_sums_its_taps_in_independent_chains():
     for taps, want_depth in ((9, 6), (25, 8)):
         products = [te.Load(x, [te.Const(i, "int64")]) * te.Load(w, [te.Const(i, "int64")])
                     for i in range(taps)]
-        total = _chained_sum(init, products)
+        total = chained_sum(init, products)
         assert adds(total) == taps  # the single chain's count: init + taps - 1 products
         assert depth(total) == want_depth

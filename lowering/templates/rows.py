@@ -555,12 +555,6 @@ class _RowBuilder:
             return self.row_index.get(e, e)
         if isinstance(e, te.Const):
             return e
-        if isinstance(e, te.Binary):
-            return te.binary(e.op, self.lower(e.a), self.lower(e.b))
-        if isinstance(e, te.Unary):
-            return te.Unary(e.op, self.lower(e.a))
-        if isinstance(e, te.Select):
-            return te.select(self.lower(e.cond), self.lower(e.t), self.lower(e.f))
-        if isinstance(e, te.Cast):
-            return te.cast(e.dtype, self.lower(e.a))
+        if isinstance(e, (te.Binary, te.Unary, te.Select, te.Cast)):
+            return te.map_children(e, self.lower)
         raise TypeError(f"unexpected {type(e).__name__}")
