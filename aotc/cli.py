@@ -155,7 +155,7 @@ def optimize(
     target: Annotated[str, typer.Option(help="cpu (this machine), cpu-avx2, cpu-avx512, aarch64, ...; GPUs: opencl, mali (OpenCL bundles), cuda or cuda:sm_XX (CUDA bundles)")] = "cpu",
     emit: Annotated[Emit, typer.Option(help="What to emit: c (a C bundle), onnx (the rewritten model, after graph passes) or ort (a model and an onnxruntime custom-op library)")] = Emit.c,
     report: Annotated[bool, typer.Option(help="With --emit ort: list the islands and every node left to onnxruntime, with the reason")] = False,
-    measure_islands: Annotated[bool, typer.Option("--measure-islands", help="With --emit ort: time each island on this machine with aotc's kernels and with onnxruntime's, and leave to onnxruntime those aotc's kernels do not run at least 3% faster (the output then depends on this machine's timings)")] = False,
+    measure_islands: Annotated[bool, typer.Option("--measure-islands", help="With --emit ort: time each island on this machine with aotc's kernels and with onnxruntime's, halve those aotc's kernels do not run at least 3% faster and time the halves (three times at most), and leave to onnxruntime what stays slower (the output then depends on this machine's timings)")] = False,
     threads: Annotated[int, typer.Option(help="Default thread count of the bundle (0 = all cores)")] = 0,
     name: Annotated[str, typer.Option(help="C prefix of the bundle's symbols")] = "model",
     weights: Annotated[str, typer.Option(help="incbin (a .bin assembled in) or c (a C array)")] = "incbin",
@@ -265,9 +265,12 @@ def _emit_ort(model: Path, output: Path, input_shape: list[str], target: str, th
         table = Table(title="islands timed on this machine (median ms per run)")
         for col in ("custom op", "with the library", "onnxruntime alone", "kept"):
             table.add_column(col)
+        from aotc.ortlib.refine import kept_label
+
+        kept = [op for op, _ in result.islands]
         for t in result.timings:
             table.add_row(t.op, f"{t.library_s * 1e3:.3g}", f"{t.onnxruntime_s * 1e3:.3g}",
-                          "yes" if t.pays else "no: left to onnxruntime")
+                          kept_label(t, kept))
         out.print(table)
     out.print(f"use it with: so.register_custom_ops_library('{result.library_path}')")
 

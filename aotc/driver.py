@@ -16,7 +16,7 @@ from aotc.package.program import Program, RunTimeDim
 if TYPE_CHECKING:
     from aotc.frontend.dynamic import DynamicShapes
     from aotc.ortlib.measure import IslandTiming
-    from aotc.ortlib.partition import Island, LeftOut
+    from aotc.ortlib.partition import Island
     from lowering.search.tuner import TuneProgress, Tuner
     from targets.cpu.target import CpuTarget
     from targets.gpu.target import GpuTarget
@@ -368,7 +368,8 @@ def emit_ort(
     op (register it with SessionOptions.register_custom_ops_library). The weights only the
     islands read live in the library; OUTPUT/NAME.fallback.data holds them for running the model
     without it. `measure_islands`: each island is timed on this machine with the library and
-    without it, and those slower with it are left to onnxruntime (aotc/ortlib/measure.py)."""
+    without it; a slower one is halved and its parts timed, and what stays slower is left to
+    onnxruntime (aotc/ortlib/measure.py, refine.py)."""
     import numpy as np
 
     from aotc import __version__
@@ -458,14 +459,21 @@ def emit_ort(
     rewritten, fallback_data = model_with_islands(serialized, islands, name, opset)
     timings: list[IslandTiming] = []
     if measure_islands and islands:
-        timings = run_stage("measure islands", lambda: _time_islands(
-            name, threads, islands, filler(ops, rewritten, fallback_data), rewritten))
-        if not all(t.pays for t in timings):
-            serialized, islands, left, programs = _without_slow_islands(
-                serialized, islands, programs, timings, name,
-                lambda sub, isl: compile_island(sub, isl, None))
-            ops = builds(islands, programs)
-            rewritten, fallback_data = model_with_islands(serialized, islands, name, opset)
+        from aotc.ortlib.refine import paying_islands
+
+        def measure(islands: list[Island], programs: list[Program],
+                    todo: list[int]) -> list[IslandTiming]:
+            # the model holds every island, the library only those measured
+            shown, data = model_with_islands(serialized, islands, name, opset)
+            timed = [islands[k] for k in todo]
+            ops = builds(timed, [programs[k] for k in todo])
+            return _time_islands(name, threads, timed, filler(ops, shown, data), shown)
+
+        islands, left, programs, timings = run_stage("measure islands", lambda: paying_islands(
+            serialized, islands, left, programs, measure,
+            lambda sub, isl: compile_island(sub, isl, None)))
+        ops = builds(islands, programs)
+        rewritten, fallback_data = model_with_islands(serialized, islands, name, opset)
     fill = filler(ops, rewritten, fallback_data)
 
     try:
@@ -480,46 +488,6 @@ def emit_ort(
         islands=[(b.op, [n.op_type for n in isl.nodes]) for b, isl in zip(ops, islands,
                                                                           strict=True)],
         left_out=[(lo.node, lo.op, lo.reason) for lo in left], timings=timings)
-
-
-def _without_slow_islands(
-    serialized: onnx.ModelProto, islands: list[Island], programs: list[Program],
-    timings: list[IslandTiming], name: str,
-    compile_island: Callable[[ir.Model, Island], Program],
-) -> tuple[onnx.ModelProto, list[Island], list[LeftOut], list[Program]]:
-    """The partition made again with the nodes of the islands the library did not run
-    clearly faster (IslandTiming.pays) refused, the reason carrying both medians: the model,
-    its islands, the nodes left to onnxruntime and the islands' programs. An island that comes
-    back whole keeps its name (the timings' table says it was kept) and its program."""
-    from aotc.ortlib.partition import find_islands, why_not
-    from aotc.ortlib.rewrite import island_model, island_op
-
-    slow = {t.op: t for t in timings if not t.pays}
-    graph = ir.serde.deserialize_model(serialized)
-    by_name = {n.name: n for n in graph.graph}
-    refused = {by_name[n.name]: slow[island_op(name, isl)] for isl in islands
-               if island_op(name, isl) in slow for n in isl.nodes}
-
-    def refuse(node: ir.Node) -> str | None:
-        t = refused.get(node)
-        if t is None:
-            return why_not(node, graph.functions)
-        return (f"its island ({t.op}) ran not clearly faster on this machine with aotc's "
-                f"kernels: {t.library_s * 1e3:.3g} ms against onnxruntime's "
-                f"{t.onnxruntime_s * 1e3:.3g} ms")
-
-    compiled = {tuple(n.name for n in isl.nodes): (isl.index, p)
-                for isl, p in zip(islands, programs, strict=True)}
-    fresh = len(islands)
-    kept, left = find_islands(graph, refuse)
-    serialized = ir.serde.serialize_model(graph)
-    kept_programs = []
-    for isl in kept:
-        index, program = compiled.get(tuple(n.name for n in isl.nodes), (fresh, None))
-        fresh += index == fresh
-        isl.index = index
-        kept_programs.append(program or compile_island(island_model(serialized, isl), isl))
-    return serialized, kept, left, kept_programs
 
 
 def _time_islands(name: str, threads: int, islands: list[Island],

@@ -8,7 +8,8 @@ own kernels after its own graph optimizations. The two sessions alternate run by
 inputs, at the thread count the library is built for, each run after the other session's
 workers have stopped spinning (aotc.quiesce: otherwise a spinning pool holds the core the next
 run needs, which skews a two-thread comparison), and the medians decide: an island not clearly
-faster with the library than without (KEEP_BELOW) is left to onnxruntime. So the library does
+faster with the library than without (KEEP_BELOW) is halved and its parts measured in turn,
+and what stays slow is left to onnxruntime (refine.py). So the library does
 not make a model slower than onnxruntime alone island by island, as far as the measurement
 can tell, at the price of a compile whose output depends on the machine's timings (the flag
 is off by default for that reason).
@@ -50,6 +51,7 @@ class IslandTiming(NamedTuple):
     op: str  # the island's custom op
     library_s: float  # median seconds of a run with aotc's kernels
     onnxruntime_s: float  # median seconds of a run of its function on onnxruntime's kernels
+    split: bool = False  # slow, and halved to measure its parts (refine.py)
 
     @property
     def pays(self) -> bool:

@@ -84,14 +84,16 @@ def why_not(node: ir.Node, functions: Mapping[ir.OperatorIdentifier, ir.Function
 
 
 def find_islands(model: ir.Model, refuse: Callable[[ir.Node], str | None] | None = None,
-                 copied: Callable[[ir.Node], bool] | None = None
+                 copied: Callable[[ir.Node], bool] | None = None,
+                 group: Callable[[ir.Node], object] | None = None
                  ) -> tuple[list[Island], list[LeftOut]]:
     """The islands of `model` (its top-level graph, topologically sorted) and the nodes left to
     onnxruntime with the reason (`refuse(node)`: why a node cannot be compiled; default
     `why_not`). A node for which `copied(node)` holds (shape arithmetic over a dimension left
     to run time) belongs to no island: every island that reads it computes its own copy (the
     chain back to the values it reads, which become the island's inputs), and it stays in the
-    graph for onnxruntime's nodes; it never keeps two nodes apart."""
+    graph for onnxruntime's nodes; it never keeps two nodes apart. With `group`, a node joins
+    only an island whose nodes have its group (a measured island split in parts: measure.py)."""
     functions = model.functions
     if refuse is None:
         def refuse(node: ir.Node) -> str | None:
@@ -102,6 +104,7 @@ def find_islands(model: ir.Model, refuse: Callable[[ir.Node], str | None] | None
     # a copied node: the producers of the values its chain reads
     sources: dict[ir.Node, list[ir.Node]] = {}
     islands: list[Island] = []
+    group_of: list[object] = []  # each island's group
     left: list[LeftOut] = []
     for node in model.graph:
         direct = [v.producer() for v in node.inputs
@@ -121,11 +124,14 @@ def find_islands(model: ir.Model, refuse: Callable[[ir.Node], str | None] | None
             reach[node] = above
             continue
         chosen = None
+        key = group(node) if group is not None else None
         # a producer's island first, else the newest island (a side branch joins it)
         candidates = [island_of[p] for p in producers if p in island_of]
         if islands:
             candidates.append(len(islands) - 1)
         for cand in candidates:
+            if group_of[cand] != key:
+                continue
             # joining `cand` is safe when no producer outside it descends from it
             if all(island_of.get(q) == cand or cand not in reach[q] for q in producers):
                 chosen = cand
@@ -133,6 +139,7 @@ def find_islands(model: ir.Model, refuse: Callable[[ir.Node], str | None] | None
         if chosen is None:
             chosen = len(islands)
             islands.append(Island(chosen))
+            group_of.append(key)
         islands[chosen].nodes.append(node)
         island_of[node] = chosen
         reach[node] = above | {chosen}
