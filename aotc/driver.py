@@ -469,8 +469,12 @@ def emit_ort(
             ops = builds(timed, [programs[k] for k in todo])
             return _time_islands(name, threads, timed, filler(ops, shown, data), shown)
 
+        def measure_model(islands: list[Island], programs: list[Program]) -> IslandTiming:
+            shown, data = model_with_islands(serialized, islands, name, opset)
+            return _time_model(name, threads, filler(builds(islands, programs), shown, data))
+
         islands, left, programs, timings = run_stage("measure islands", lambda: paying_islands(
-            serialized, islands, left, programs, measure,
+            serialized, islands, left, programs, measure, measure_model,
             lambda sub, isl: compile_island(sub, isl, None)))
         ops = builds(islands, programs)
         rewritten, fallback_data = model_with_islands(serialized, islands, name, opset)
@@ -488,6 +492,19 @@ def emit_ort(
         islands=[(b.op, [n.op_type for n in isl.nodes]) for b, isl in zip(ops, islands,
                                                                           strict=True)],
         left_out=[(lo.node, lo.op, lo.reason) for lo in left], timings=timings)
+
+
+def _time_model(name: str, threads: int, fill: Callable[[Path], None]) -> IslandTiming:
+    """`measure.time_model` on the model and library `fill` writes in a scratch folder."""
+    import tempfile
+
+    from aotc.ortlib.library import library_name
+    from aotc.ortlib.measure import time_model
+
+    with tempfile.TemporaryDirectory(prefix="aotc-measure-") as tmp:
+        folder = Path(tmp)
+        fill(folder)
+        return time_model(folder / f"{name}.onnx", folder / library_name(name), threads)
 
 
 def _time_islands(name: str, threads: int, islands: list[Island],

@@ -26,6 +26,7 @@ from test_ort_library import _ops_run, _session, lstm_in_the_middle  # noqa: E40
 from aotc.driver import emit_ort  # noqa: E402
 from aotc.errors import AotcError  # noqa: E402
 from aotc.ortlib import measure  # noqa: E402
+from aotc.ortlib.refine import kept_label  # noqa: E402
 
 
 def _slow_where(monkeypatch: pytest.MonkeyPatch,
@@ -42,7 +43,13 @@ def _slow_where(monkeypatch: pytest.MonkeyPatch,
                 if any(slow(n) for n in isl.nodes) else t._replace(library_s=t.onnxruntime_s / 2)
                 for isl, t in zip(islands, timings, strict=True)]
 
+    def whole(*args, **kwargs):  # the model with what stays compiled: pays
+        t = real_model(*args, **kwargs)
+        return t._replace(library_s=t.onnxruntime_s / 2)
+
+    real_model = measure.time_model
     monkeypatch.setattr(measure, "time_islands", fake)
+    monkeypatch.setattr(measure, "time_model", whole)
     return seen
 
 
@@ -66,9 +73,11 @@ def test_a_slow_island_is_halved_and_its_slow_node_left_to_onnxruntime(tmp_path,
     assert all(t.library_s > 0 and t.onnxruntime_s > 0 for ts in seen for t in ts)
     assert [(t.op, t.pays, t.split) for t in result.timings] == [
         ("m_island0", False, True), ("m_island1", True, False), ("m_island2", True, False),
-        ("m_island3", False, False)]
+        ("m_island3", False, False), (measure.WHOLE_MODEL, True, False)]
     # the Transpose runs on onnxruntime now, with the reason; the rest is compiled
     assert sorted(op for op, _ in result.islands) == ["m_island1", "m_island2"]
+    assert [kept_label(t, [op for op, _ in result.islands]) for t in result.timings] == [
+        "no: split", "yes", "yes", "no: left to onnxruntime", "yes"]
     left = {node: why for node, _, why in result.left_out}
     assert set(left) == {"contrib", "tr"}
     assert "(m_island3) ran not clearly faster on this machine" in left["tr"]
@@ -108,12 +117,13 @@ def _chain(length: int) -> onnx.ModelProto:
     return model
 
 
-@pytest.mark.parametrize("slow_node, rounds, left", [
-    (None, [1, 2, 4, 8], [f"n{i}" for i in range(12)]),  # halved three times at most
-    ("n8", [1, 2, 2, 2], ["n8"]),  # 12 -> 6+6 -> 3+3 -> 2+1: n8 alone
-    ("n7", [1, 2, 2, 2], ["n6", "n7"]),  # ... -> 2+1: n6 and n7, halved three times
+@pytest.mark.parametrize("slow_node, rounds, left, whole_pays", [
+    (None, [1, 2, 4, 8], [f"n{i}" for i in range(12)], True),  # halved three times at most
+    ("n8", [1, 2, 2, 2], ["n8"], True),  # 12 -> 6+6 -> 3+3 -> 2+1: n8 alone
+    ("n7", [1, 2, 2, 2], ["n6", "n7"], True),  # ... -> 2+1: n6 and n7, halved three times
+    ("n8", [1, 2, 2, 2], [f"n{i}" for i in range(12)], False),  # the parts lose together
 ])
-def test_refinement_rounds(slow_node, rounds, left):
+def test_refinement_rounds(slow_node, rounds, left, whole_pays):
     """paying_islands alone, with made-up measurements and compiles: how a slow island is
     halved, when halving stops, and which islands are compiled again."""
     from aotc.ortlib.partition import find_islands
@@ -138,8 +148,13 @@ def test_refinement_rounds(slow_node, rounds, left):
         compiled.append(tuple(n.name for n in isl.nodes))
         return compiled[-1]
 
+    def measure_model(isls, programs):
+        assert isls and len(programs) == len(isls)
+        return measure.IslandTiming(measure.WHOLE_MODEL, 0.5 if whole_pays else 1.0, 1.0)
+
     kept, left_by, programs, timings = paying_islands(
-        proto, islands, left_out, [tuple(n.name for n in islands[0].nodes)], measure_, compile_)
+        proto, islands, left_out, [tuple(n.name for n in islands[0].nodes)], measure_,
+        measure_model, compile_)
     assert [len(r) for r in measured] == rounds
     assert sorted(lo.node for lo in left_by) == sorted(left)
     assert all("ran not clearly faster" in lo.reason for lo in left_by)
@@ -147,7 +162,13 @@ def test_refinement_rounds(slow_node, rounds, left):
     held = [n for p in programs for n in p]
     assert sorted(held + left) == sorted(f"n{i}" for i in range(12))
     assert len(compiled) == len(set(compiled)) and set(programs) <= set(compiled)
-    assert len(timings) == sum(rounds) and len({t.op for t in timings}) == len(timings)
+    # every island measured once, then the model with the islands that paid (when any did)
+    whole = [t for t in timings if t.op == measure.WHOLE_MODEL]
+    assert len(whole) == (slow_node is not None) and len(timings) == sum(rounds) + len(whole)
+    assert len({t.op for t in timings}) == len(timings)
+    if not whole_pays:
+        assert kept == [] and programs == []
+        assert any("the model ran not clearly faster" in lo.reason for lo in left_by)
     # a part halved MAX_SPLITS times is an eighth of the island, rounded up
     assert all(len(p) <= -(-12 // 2 ** MAX_SPLITS) for p in measured[MAX_SPLITS])
 
@@ -179,7 +200,11 @@ def test_measured_islands_that_pay_stay_compiled(tmp_path, monkeypatch):
     assert first.op == "m_island0" and first.library_s > 0 and first.onnxruntime_s > 0
     by_op = {t.op: t for t in result.timings}
     assert all(by_op[op].pays for op, _ in result.islands)
-    assert first.pays == any(op == "m_island0" for op, _ in result.islands)
+    whole = result.timings[-1] if result.islands or first.pays else None
+    assert (first.pays and whole is not None and whole.pays) == any(
+        op == "m_island0" for op, _ in result.islands)
+    if not by_op.get(measure.WHOLE_MODEL, first).pays:
+        assert result.islands == []
     slow = [t for t in result.timings if not t.pays and not t.split]
     if slow:
         assert any("faster on this machine" in why for _, _, why in result.left_out)

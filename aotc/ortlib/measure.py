@@ -119,17 +119,40 @@ def time_islands(folder: Path, library: Path, rewritten: onnx.ModelProto,
             if not compare(a, b, OUTPUT_TOLERANCE)[2]:
                 raise AotcError(f"island {op}: output '{out.name}' differs from onnxruntime's "
                                 "on random inputs", hint="please report this model")
-        seconds: tuple[list[float], list[float]] = ([], [])
-        for r in range(runs + 2):  # two warm-up runs each
-            order = (0, 1) if r % 2 else (1, 0)
-            for k in order:
-                sess = (with_lib, without)[k]
-                quiesce()  # the other session's workers spin after its run
-                t = time.perf_counter()
-                sess.run(None, feeds)
-                seconds[k].append(time.perf_counter() - t)
-        timings.append(IslandTiming(op, statistics.median(seconds[0][2:]),
-                                    statistics.median(seconds[1][2:])))
+        timings.append(IslandTiming(op, *_alternate(with_lib, without, feeds, runs)))
         path.unlink()
     return timings
 
+
+
+# The op of the whole model's timing (time_model)
+WHOLE_MODEL = "(whole model)"
+
+
+def time_model(path: Path, library: Path, threads: int, runs: int = 15) -> IslandTiming:
+    """The model at `path` (its functions' weights beside it) timed with `library` and without
+    it, on random inputs (its inputs have static shapes: --measure-islands takes no range)."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for v in onnx.load(str(path), load_external_data=False).graph.input:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type))
+        shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
+        feeds[v.name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
+                         else np.zeros(shape, dtype))
+    with_lib, without = _session(path, threads, library), _session(path, threads, None)
+    return IslandTiming(WHOLE_MODEL, *_alternate(with_lib, without, feeds, runs))
+
+
+def _alternate(with_lib, without, feeds: dict[str, np.ndarray], runs: int) -> tuple[float, float]:
+    """Median seconds of a run of each session, alternating run by run, two warm-up runs each,
+    each run after the other session's workers have stopped spinning."""
+    seconds: tuple[list[float], list[float]] = ([], [])
+    for r in range(runs + 2):
+        order = (0, 1) if r % 2 else (1, 0)
+        for k in order:
+            sess = (with_lib, without)[k]
+            quiesce()  # the other session's workers spin after its run
+            t = time.perf_counter()
+            sess.run(None, feeds)
+            seconds[k].append(time.perf_counter() - t)
+    return statistics.median(seconds[0][2:]), statistics.median(seconds[1][2:])

@@ -9,6 +9,10 @@ later one), the partition is made again with each half its own group (partition.
 halved MAX_SPLITS times already, is left to onnxruntime, the reason carrying both medians. An
 island that comes back from a partition unchanged keeps its number, its program and its
 measurement, so each round compiles and times only the islands it made.
+
+Parts that pay alone can lose together: every island boundary is a custom-op call and a copy
+into and out of its arena, which no part's measurement sees. So the model is timed last with the islands that stay, and when the library does not make it clearly faster
+either, every node is left to onnxruntime.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Callable, Sequence
 import onnx
 import onnx_ir as ir
 
-from aotc.ortlib.measure import IslandTiming
+from aotc.ortlib.measure import WHOLE_MODEL, IslandTiming
 from aotc.ortlib.partition import Island, LeftOut, find_islands, why_not
 from aotc.ortlib.rewrite import island_model
 from aotc.package.program import Program
@@ -34,6 +38,9 @@ MAX_ROUNDS = MAX_SPLITS + 2
 # `measure(islands, programs, todo)`: the timings of islands[k] for k in todo (every island
 # compiled into the library, the programs alongside)
 Measure = Callable[[list[Island], list[Program], list[int]], list[IslandTiming]]
+# `measure_model(islands, programs)`: the whole model timed with the library of the islands and
+# without it (measure.time_model)
+MeasureModel = Callable[[list[Island], list[Program]], IslandTiming]
 
 
 def _members(island: Island) -> tuple[str, ...]:
@@ -42,13 +49,16 @@ def _members(island: Island) -> tuple[str, ...]:
 
 def paying_islands(
     serialized: onnx.ModelProto, islands: list[Island], left: list[LeftOut],
-    programs: list[Program], measure: Measure,
+    programs: list[Program], measure: Measure, measure_model: MeasureModel,
     compile_island: Callable[[ir.Model, Island], Program],
 ) -> tuple[list[Island], list[LeftOut], list[Program], list[IslandTiming]]:
     """The islands of the partitioned model `serialized` refined until each measured as paying
-    (IslandTiming.pays), starting from its `islands` and their `programs`: the islands, the
-    nodes left to onnxruntime, the islands' programs, and every measurement made, in order (a
-    slow island that was halved has `split` set)."""
+    (IslandTiming.pays), starting from its `islands` and their `programs`, then the whole model
+    measured with them: when it does not pay either, every node is left to onnxruntime (parts
+    that paid alone can lose together: each island boundary costs a copy and a custom-op call
+    the parts' measurements do not see). Returns the islands, the nodes left to onnxruntime,
+    the islands' programs, and every measurement made, in order (a slow island that was halved
+    has `split` set; the whole model's is last, op WHOLE_MODEL)."""
     graph = ir.serde.deserialize_model(serialized)
     group: dict[str, tuple[int, ...]] = {}  # a node's halves taken, by node name
     refused: dict[str, IslandTiming] = {}  # a node left to onnxruntime: its island's timing
@@ -61,9 +71,27 @@ def paying_islands(
         t = refused.get(node.name or "")
         if t is None:
             return why_not(node, graph.functions)
+        if t.op == WHOLE_MODEL:
+            return (f"the model ran not clearly faster on this machine with aotc's library: "
+                    f"{t.library_s * 1e3:.3g} ms against onnxruntime's "
+                    f"{t.onnxruntime_s * 1e3:.3g} ms")
         return (f"its island ({t.op}) ran not clearly faster on this machine with aotc's "
                 f"kernels: {t.library_s * 1e3:.3g} ms against onnxruntime's "
                 f"{t.onnxruntime_s * 1e3:.3g} ms")
+
+    def partition() -> None:
+        nonlocal islands, left, programs, fresh
+        islands, left = find_islands(graph, refuse,
+                                     group=lambda n: group.get(n.name or "", ()))
+        programs = []
+        for isl in islands:
+            index, program = compiled.get(_members(isl), (fresh, None))
+            fresh += index == fresh
+            isl.index = index
+            if program is None:
+                program = compile_island(island_model(serialized, isl), isl)
+                compiled[_members(isl)] = (index, program)
+            programs.append(program)
 
     for _ in range(MAX_ROUNDS):
         todo = [k for k, isl in enumerate(islands) if _members(isl) not in measured]
@@ -88,22 +116,21 @@ def paying_islands(
                 changed = True
         if not changed:
             break
-        islands, left = find_islands(graph, refuse,
-                                     group=lambda n: group.get(n.name or "", ()))
-        programs = []
-        for isl in islands:
-            index, program = compiled.get(_members(isl), (fresh, None))
-            fresh += index == fresh
-            isl.index = index
-            if program is None:
-                program = compile_island(island_model(serialized, isl), isl)
-                compiled[_members(isl)] = (index, program)
-            programs.append(program)
+        partition()
+    if islands:
+        whole = measure_model(islands, programs)
+        timings.append(whole)
+        if not whole.pays:
+            refused.update((n.name or "", whole) for isl in islands for n in isl.nodes
+                           if n not in isl.copied)
+            partition()
     return islands, left, programs, timings
 
 
 def kept_label(timing: IslandTiming, kept: Sequence[str]) -> str:
     """What became of a measured island (`kept`: the custom ops of the library)."""
+    if timing.op == WHOLE_MODEL:
+        return "yes" if timing.pays else "no: every node left to onnxruntime"
     if timing.split:
         return "no: split"
     if timing.pays:
