@@ -21,6 +21,7 @@ from aotc.frontend.declarations import (
 )
 from aotc.frontend.fold import SHAPE_FOLD_LIMIT, fold_constants
 from aotc.frontend.functions import inline_functions
+from aotc.frontend.onnx_ml import expand_ml_operators
 from aotc.frontend.opset import normalise_opset
 from aotc.frontend.schema_functions import expand_schema_functions
 from aotc.frontend.tensor_data import check_tensor_data
@@ -90,7 +91,8 @@ def read_model(path: str | os.PathLike) -> ir.Model:
         inline_functions(model)
         shapes.infer_shapes(model, strict=False)  # ranks and dtypes for the opset rules
         for _ in range(_MAX_ROUNDS):  # a body may call another such operator
-            if not expand_schema_functions(model):  # (context-dependent bodies read types)
+            # (both read their inputs' types, known once the nodes before are expanded)
+            if not (expand_ml_operators(model) | expand_schema_functions(model)):
                 break
             inline_functions(model)
             shapes.infer_shapes(model, strict=False)
