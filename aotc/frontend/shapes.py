@@ -9,10 +9,14 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from aotc.errors import AotcError
+from aotc.errors import AotcError, UnsupportedOperators
 from aotc.frontend import irutil
+from lowering.ops import OPS
 from lowering.ops.elementwise.binary import BINARY
 from lowering.ops.elementwise.unary import UNARY
+
+# operators compiled with their bodies rather than by a kernel (aotc/control_flow.py)
+_CONTROL = {"If", "Loop", "Scan", "Constant"}
 
 # Initializers kept in the model handed to onnx's inference: small ones, and integer tensors
 # that may be shapes (data propagation needs their values). Others become typed inputs.
@@ -356,6 +360,12 @@ def _check_node_outputs(node: ir.Node) -> None:
                 hint="aotc needs static shapes; bound data-dependent outputs are not "
                      "supported yet",
             )
+        if node.domain not in ("", "ai.onnx") or not (node.op_type in OPS
+                                                         or node.op_type in _CONTROL):
+            # (onnx infers no shapes for an operator it does not know either)
+            op = node.op_type if node.domain in ("", "ai.onnx") else \
+                f"{node.domain}::{node.op_type}"
+            raise UnsupportedOperators(None, [(node.name or "<unnamed>", op)])
         raise AotcError(
             f"cannot infer the dtype and shape of output '{out.name}' "
             f"(dtype {out.dtype}, shape {out.shape})",

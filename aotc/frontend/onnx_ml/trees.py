@@ -32,6 +32,7 @@ from aotc.frontend.onnx_ml.scores import apply_transform, transform_name
 _MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ")
 _COMPARE = {"BRANCH_LEQ": "LessOrEqual", "BRANCH_LT": "Less", "BRANCH_GTE": "GreaterOrEqual",
             "BRANCH_GT": "Greater", "BRANCH_EQ": "Equal"}
+_MEMBER = "BRANCH_MEMBER"  # (TreeEnsemble, opset 5: the feature is one of a set of values)
 _AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
 # the deepest walk unrolled (each level is six nodes of the expanded graph)
 MAX_DEPTH = 64
@@ -52,6 +53,7 @@ class Forest:
     scored: np.ndarray       # [G, K] bool: the leaf names that output
     tree: np.ndarray         # [G] int64: the tree of each node
     depth: int               # the most tests on any path from a root to a leaf
+    members: np.ndarray | None = None  # [G, M]: each BRANCH_MEMBER node's set, NaN-padded
 
 
 def _walk_depth(attrs: Attrs, forest_next: tuple[np.ndarray, np.ndarray], leaf: np.ndarray,
@@ -155,19 +157,19 @@ def _tree_of(on_true: np.ndarray, on_false: np.ndarray, roots: np.ndarray,
     return tree
 
 
-def _opset5_forest(attrs: Attrs) -> Forest:
-    """The tables of TreeEnsemble (ai.onnx.ml opset 5): interior nodes and leaves numbered
-    apart, each child named as one or the other."""
+def _opset5_forest(attrs: Attrs, dtype) -> Forest:
+    """The tables of TreeEnsemble (ai.onnx.ml opset 5), in the input's float type: interior
+    nodes and leaves numbered apart, each child named as one or the other."""
     feature = attrs.array("nodes_featureids", np.int64)
     inner = len(feature)
-    splits = attrs.array("nodes_splits", np.float32)
+    splits = attrs.array("nodes_splits", dtype)
     mode_codes = attrs.array("nodes_modes", np.int64)
-    if 6 in mode_codes.tolist():
-        raise attrs.refuse("BRANCH_MEMBER nodes are not supported")
     if len(splits) != inner or len(mode_codes) != inner:
         raise attrs.refuse("nodes_splits and nodes_modes must give every node a value")
+    if not set(mode_codes.tolist()) <= set(range(len(_MODES) + 1)):
+        raise attrs.refuse(f"node modes {sorted(set(mode_codes.tolist()))} are not all known")
     leaf_targets = attrs.array("leaf_targetids", np.int64)
-    leaf_weights = attrs.array("leaf_weights", np.float32)
+    leaf_weights = attrs.array("leaf_weights", dtype)
     leaves = len(leaf_targets)
     outputs = int(attrs.get("n_targets", 1))
     count = inner + leaves
@@ -186,25 +188,54 @@ def _opset5_forest(attrs: Attrs) -> Forest:
                                           np.zeros(inner)).astype(bool), np.zeros(leaves, bool)])
     roots = attrs.array("tree_roots", np.int64)
     leaf = np.arange(count) >= inner
-    modes = [_MODES[int(c)] for c in mode_codes] + ["LEAF"] * leaves
-    weights = np.zeros((count, outputs), np.float32)
+    modes = [(*_MODES, _MEMBER)[int(c)] for c in mode_codes] + ["LEAF"] * leaves
+    weights = np.zeros((count, outputs), dtype)
     scored = np.zeros((count, outputs), bool)
-    weights[inner + np.arange(leaves), leaf_targets] = leaf_weights
+    np.add.at(weights, (inner + np.arange(leaves), leaf_targets), leaf_weights)
     scored[inner + np.arange(leaves), leaf_targets] = True
     return Forest(np.concatenate([feature, np.zeros(leaves, np.int64)]),
-                  np.concatenate([splits, np.zeros(leaves, np.float32)]), modes, on_true,
+                  np.concatenate([splits, np.zeros(leaves, dtype)]), modes, on_true,
                   on_false, missing, roots, weights, scored,
                   _tree_of(on_true, on_false, roots, count),
-                  _walk_depth(attrs, (on_true, on_false), leaf, roots))
+                  _walk_depth(attrs, (on_true, on_false), leaf, roots),
+                  _member_sets(attrs, modes, dtype))
 
 
-def _features(b: Body, attrs: Attrs, dtypes) -> str:
-    """X as [N, F], float32 (an integer input is converted, as onnxruntime does)."""
+def _member_sets(attrs: Attrs, modes: list[str], dtype) -> np.ndarray | None:
+    """[G, M] the set of each BRANCH_MEMBER node (its values, listed in node order and
+    delimited by NaN in `membership_values`), padded with NaN (equal to nothing)."""
+    at = [g for g, m in enumerate(modes) if m == _MEMBER]
+    if not at:
+        return None
+    values = attrs.array("membership_values", dtype)
+    sets, current = [], []
+    for v in values:
+        if np.isnan(v):
+            sets.append(current)
+            current = []
+        else:
+            current.append(v)
+    if current:
+        sets.append(current)
+    if len(sets) != len(at):
+        raise attrs.refuse(f"membership_values holds {len(sets)} sets for {len(at)} "
+                           "BRANCH_MEMBER nodes")
+    table = np.full((len(modes), max(1, *map(len, sets))), np.nan, dtype)
+    for g, members in zip(at, sets, strict=True):
+        table[g, :len(members)] = members
+    return table
+
+
+def _features(b: Body, attrs: Attrs, dtypes, double: bool = False) -> str:
+    """X as [N, F], float32 (an integer input is converted, as onnxruntime does), or float64
+    where `double` allows it."""
     x = b.inputs[0]
-    if dtypes[0] == ir.DataType.DOUBLE:
-        raise attrs.refuse("double inputs are not supported for tree ensembles",
+    if dtypes[0] == ir.DataType.DOUBLE and double:
+        pass
+    elif dtypes[0] == ir.DataType.DOUBLE:
+        raise attrs.refuse("double inputs are not supported for this tree ensemble",
                            hint="export the model with float32 inputs")
-    if dtypes[0] != ir.DataType.FLOAT:
+    elif dtypes[0] != ir.DataType.FLOAT:
         x = b.op("Cast", x, to=int(ir.DataType.FLOAT))
     shape = attrs.node.inputs[0].shape
     if shape is None or shape.rank() not in (1, 2):
@@ -225,13 +256,21 @@ def _leaves(b: Body, forest: Forest, x: str) -> str:
                                   for m in forest.modes], np.int64)) \
         if len(inner_modes) > 1 else None
     missing = b.const(forest.missing_true) if forest.missing_true.any() else None
+    members = b.const(forest.members) if forest.members is not None else None
     for _ in range(forest.depth):
         value = b.op("GatherElements", x, b.op("Gather", feature, node), axis=1)
         limit = b.op("Gather", threshold, node)
         tests = []
         for m in inner_modes:
-            test = b.op("Not", b.op("Equal", value, limit)) if m == "BRANCH_NEQ" else \
-                b.op(_COMPARE[m], value, limit)
+            if m == _MEMBER:
+                hits = b.op("Equal", b.op("Unsqueeze", value, b.ints(-1)),
+                            b.op("Gather", members, node))
+                test = b.op("Cast", b.op("ReduceMax", b.op("Cast", hits, to=6), b.ints(-1),
+                                         keepdims=0), to=9)
+            elif m == "BRANCH_NEQ":
+                test = b.op("Not", b.op("Equal", value, limit))
+            else:
+                test = b.op(_COMPARE[m], value, limit)
             tests.append(test)
         holds = tests[0]
         if mode_code is not None:
@@ -271,7 +310,7 @@ def _aggregate(b: Body, attrs: Attrs, forest: Forest, leaves: str, how: str) -> 
         return b.op("ReduceSum", picked, trees, keepdims=0)
     if how == "AVERAGE":
         total = b.op("ReduceSum", picked, trees, keepdims=0)
-        return b.op("Div", total, b.const(np.float32(len(forest.roots))))
+        return b.op("Div", total, b.const(forest.weights.dtype.type(len(forest.roots))))
     leaf = np.array([m == "LEAF" for m in forest.modes])
     reached = forest.scored[leaf & (forest.tree >= 0)]
     if not reached.all():
@@ -301,13 +340,16 @@ def _regression(b: Body, attrs: Attrs, forest: Forest, x: str, how: str, base: n
 
 def tree_ensemble(b: Body, attrs: Attrs, dtypes) -> list[str]:
     """ai.onnx.ml opset 5's single tree operator (a regressor with integer enums)."""
-    forest = _opset5_forest(attrs)
+    double = dtypes[0] == ir.DataType.DOUBLE
+    forest = _opset5_forest(attrs, np.float64 if double else np.float32)
     code = int(attrs.get("aggregate_function", 1))
     if not 0 <= code < len(_AGGREGATES):
         raise attrs.refuse(f"aggregate_function {code} is not supported")
-    how = _AGGREGATES[code]
-    return [_regression(b, attrs, forest, _features(b, attrs, dtypes), how, np.zeros(0),
-                        transform_name(attrs))]
+    transform = transform_name(attrs)
+    if double and transform == "SOFTMAX_ZERO":
+        raise attrs.refuse("SOFTMAX_ZERO over double scores is not supported")
+    return [_regression(b, attrs, forest, _features(b, attrs, dtypes, double),
+                        _AGGREGATES[code], np.zeros(0), transform)]
 
 
 def tree_ensemble_classifier(b: Body, attrs: Attrs, dtypes) -> list[str]:
@@ -365,6 +407,9 @@ def _binary(b: Body, attrs: Attrs, forest: Forest, labels: np.ndarray, sums: str
         positive_weight = pair[1]
     else:
         positive_weight = pair[0] if has[0] else b.const(np.zeros((1, 1), np.float32))
+    # a class without a score is written as 0, whatever was added to it
+    zero = b.const(np.zeros((1, 1), np.float32))
+    pair = [p if h else b.op("Mul", p, zero) for p, h in zip(pair, has, strict=False)]
     cut = 0.5 if binary_case and all_positive else 0.0
     positive = b.op("Squeeze", b.op("Greater", positive_weight, b.const(np.float32(cut))),
                     b.ints(1))
