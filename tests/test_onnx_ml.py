@@ -324,3 +324,27 @@ def test_an_ml_operator_aotc_lacks_is_reported_as_unsupported():
                      rho=[0.5], kernel_type="RBF")
     with pytest.raises(UnsupportedOperators, match="ai.onnx.ml::SVMRegressor"):
         compile_onnx(model)
+
+
+def test_a_forest_compiled_for_a_batch_range_runs_every_batch(tmp_path):
+    """`--input-shape x=1..64,3`: one program for every batch up to the bound."""
+    from program_runner import assert_close, ort_outputs, run_program
+
+    from aotc.driver import compile_file
+
+    rng = np.random.default_rng(9)
+    a = random_forest(6, 5, 3, 3, ["BRANCH_LEQ"], rng)
+    x = forest_inputs(a, 64, 3, rng)
+    model = ml_model("TreeEnsembleClassifier", {"x": x}, [("label", INT64), ("scores", FLOAT)],
+                     classlabels_int64s=[0, 1, 2], post_transform="SOFTMAX",
+                     **regressor_attrs(a, "class"))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    for out in model.graph.output:
+        out.type.tensor_type.shape.dim[0].dim_param = "batch"
+    path = tmp_path / "forest.onnx"
+    onnx.save(model, path)
+    program, _ = compile_file(path, input_shapes=["x=1..64,3"])
+    for n in (1, 5, 64):
+        got = run_program(program, [x[:n]], n)
+        for g, w in zip(got, ort_outputs(model, [x[:n]]), strict=True):
+            assert_close(g, w, 1e-5)

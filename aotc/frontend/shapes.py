@@ -104,9 +104,10 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
             other = found.get(name)
             if other is None:
                 continue
-            value.shape = _merge_shape(value.shape, other.shape)
             if value.type is None and other.type is not None:
                 value.type = other.type
+            if value.type is not None:  # (a shape without a type cannot be written back)
+                value.shape = _merge_shape(value.shape, other.shape)
     _loop_carried_shapes(model)
     _compress_shapes(model)
     _shapes_from_readers(model)
@@ -217,7 +218,7 @@ def _shapes_from_readers(model: ir.Model) -> None:
             if dims is None:
                 continue
             for x in _same_shape_operands(node, len(dims)):
-                if irutil.static_dims(x.shape) is None and (
+                if x.type is not None and irutil.static_dims(x.shape) is None and (
                         x.shape is None or len(x.shape) == len(dims)):
                     x.shape = ir.Shape(dims)
 
