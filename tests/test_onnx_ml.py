@@ -348,3 +348,16 @@ def test_a_forest_compiled_for_a_batch_range_runs_every_batch(tmp_path):
         got = run_program(program, [x[:n]], n)
         for g, w in zip(got, ort_outputs(model, [x[:n]]), strict=True):
             assert_close(g, w, 1e-5)
+
+
+def test_a_zipmap_output_is_refused_with_the_converter_option_to_use():
+    probs = helper.make_tensor_value_info("p", FLOAT, [1, 3])
+    seq_map = helper.make_value_info("m", helper.make_sequence_type_proto(
+        helper.make_map_type_proto(INT64, helper.make_tensor_type_proto(FLOAT, []))))
+    node = helper.make_node("ZipMap", ["p"], ["m"], domain=ML, classlabels_int64s=[0, 1, 2])
+    graph = helper.make_graph([node], "g", [probs], [seq_map])
+    model = helper.make_model(graph, ir_version=10, opset_imports=[
+        helper.make_opsetid("", 21), helper.make_opsetid(ML, 1)])
+    with pytest.raises(AotcError, match="sequence of maps") as info:
+        compile_onnx(model)
+    assert info.value.op == "ZipMap" and "zipmap" in info.value.hint

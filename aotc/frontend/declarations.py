@@ -60,6 +60,26 @@ def check_element_types(proto: onnx.ModelProto, path: Path) -> None:
                             "which ONNX does not define", file=str(path), hint=_DAMAGED)
 
 
+def check_map_types(proto: onnx.ModelProto, path: Path) -> None:
+    """No value is a map or holds maps (ZipMap's outputs): aotc's values are tensors, and a
+    model that declares one cannot even be read into its IR."""
+    producer = {o: n for n in _nodes(proto.graph) for o in n.output}
+    for vi in _graph_value_infos(proto.graph):
+        t = vi.type
+        while t.WhichOneof("value") in ("sequence_type", "optional_type"):
+            t = t.sequence_type.elem_type if t.HasField("sequence_type") else \
+                t.optional_type.elem_type
+        if t.HasField("map_type"):
+            node = producer.get(vi.name)
+            hint = ("convert the model without ZipMap (skl2onnx: options={id(model): "
+                    "{'zipmap': False}}) to get the probabilities as a tensor"
+                    if node is not None and node.op_type == "ZipMap" else None)
+            raise AotcError(f"value '{vi.name}' is a map or a sequence of maps; aotc compiles "
+                            "models whose values are tensors", file=str(path),
+                            node=node.name if node is not None else None,
+                            op=node.op_type if node is not None else None, hint=hint)
+
+
 def _fields(msg: Message) -> Iterator[tuple[FieldDescriptor, object]]:
     if isinstance(msg, onnx.TensorProto):  # never copy a tensor's data: its text is its name
         yield msg.DESCRIPTOR.fields_by_name["name"], msg.name
