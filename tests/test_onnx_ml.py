@@ -103,8 +103,10 @@ def test_linear_regressor_and_classifier():
               coefficients=coef, intercepts=[0.1, 0.0, -0.2], classlabels_ints=[4, 5, 6],
               post_transform=transform)
     # one row of coefficients and two labels: [1 - s, s] as onnxruntime writes it
-    check("LinearClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
-          coefficients=coef[:4], intercepts=[0.3], classlabels_ints=[2, 9])
+    for transform in ("NONE", "LOGISTIC", "SOFTMAX"):
+        check("LinearClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
+              coefficients=coef[:4], intercepts=[0.3], classlabels_ints=[2, 9],
+              post_transform=transform)
 
 
 def random_forest(trees: int, depth: int, features: int, outputs: int, modes, rng):
@@ -210,6 +212,18 @@ def test_tree_ensemble_classifier_two_classes_one_score(transform, base):
           post_transform=transform, **attrs)
 
 
+@pytest.mark.parametrize("transform", ["NONE", "LOGISTIC"])
+def test_tree_ensemble_classifier_two_classes_one_positive_score(transform):
+    """One scored class with positive weights: [1 - s, s], the label from s > 0.5."""
+    rng = np.random.default_rng(22)
+    a = random_forest(3, 3, 3, 1, ["BRANCH_LEQ"], rng)
+    a["w_weights"] = [abs(w) * 0.3 for w in a["w_weights"]]
+    a["w_ids"] = [1] * len(a["w_ids"])
+    check("TreeEnsembleClassifier", {"x": forest_inputs(a, 30, 3, rng)},
+          [("label", INT64), ("scores", FLOAT)], classlabels_int64s=[3, 8],
+          post_transform=transform, **regressor_attrs(a, "class"))
+
+
 def test_tree_ensemble_classifier_two_classes_both_scored():
     """Both classes at every leaf (a random forest's form), positive weights."""
     rng = np.random.default_rng(4)
@@ -242,6 +256,50 @@ def test_tree_ensemble_opset5(dtype):
           ml_opset=5, **attrs)
 
 
+KERNELS = [("LINEAR", [0.0, 0.0, 0.0]), ("POLY", [0.5, 1.0, 3.0]), ("RBF", [0.3, 0.0, 0.0]),
+           ("SIGMOID", [0.2, 0.1, 0.0])]
+
+
+@pytest.mark.parametrize("kernel,params", KERNELS)
+def test_svm_classifier_one_against_one(kernel, params):
+    rng = np.random.default_rng(12)
+    per_class = [2, 3, 1]
+    vectors = rng.standard_normal((6, 4)).astype(np.float32)
+    common = dict(kernel_type=kernel, kernel_params=params, support_vectors=vectors.ravel(),
+                  vectors_per_class=per_class)
+    check("SVMClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
+          coefficients=rng.standard_normal(12).astype(np.float32), rho=[0.1, -0.2, 0.3],
+          classlabels_ints=[5, 6, 7], **common)
+    check("SVMClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
+          coefficients=rng.standard_normal(6).astype(np.float32), rho=[0.1],
+          classlabels_ints=[0, 1], post_transform="LOGISTIC",
+          **{**common, "vectors_per_class": [4, 2]})
+    check("SVMClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
+          coefficients=rng.standard_normal(6).astype(np.float32), rho=[0.1],
+          classlabels_ints=[0, 1], **{**common, "vectors_per_class": [4, 2]})
+
+
+@pytest.mark.parametrize("kernel,params", KERNELS)
+def test_svm_regressor(kernel, params):
+    rng = np.random.default_rng(13)
+    vectors = rng.standard_normal((5, 4)).astype(np.float32)
+    for one_class in (0, 1):
+        check("SVMRegressor", {"x": X}, [("y", FLOAT)], kernel_type=kernel,
+              kernel_params=params, support_vectors=vectors.ravel(), n_supports=5,
+              coefficients=rng.standard_normal(5).astype(np.float32), rho=[0.25],
+              one_class=one_class)
+
+
+def test_svm_linear_modes():
+    rng = np.random.default_rng(14)
+    check("SVMRegressor", {"x": X}, [("y", FLOAT)], kernel_params=[0.0, 0.0, 0.0],
+          coefficients=rng.standard_normal(4).astype(np.float32), rho=[0.5])
+    for coefficients in (rng.standard_normal(8), np.abs(rng.standard_normal(8)) * 0.3):
+        check("SVMClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
+              kernel_params=[0.0, 0.0, 0.0], coefficients=coefficients.astype(np.float32),
+              rho=[0.1], classlabels_ints=[3, 4])
+
+
 def test_refusals_name_the_node():
     model = ml_model("LinearClassifier", {"x": X}, [("label", INT64), ("scores", FLOAT)],
                      coefficients=[1.0] * 8, intercepts=[0.0, 0.0], classlabels_ints=[0, 1],
@@ -272,6 +330,7 @@ def _sklearn_models():
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import MinMaxScaler, Normalizer, StandardScaler
+    from sklearn.svm import SVC, SVR, OneClassSVM
     from sklearn.tree import DecisionTreeRegressor
 
     return {
@@ -288,12 +347,17 @@ def _sklearn_models():
         "boosting_regressor": (lambda: GradientBoostingRegressor(n_estimators=20,
                                                                  random_state=0), 0),
         "tree_regressor": (lambda: DecisionTreeRegressor(max_depth=8, random_state=0), 0),
+        "svc_3": (lambda: make_pipeline(StandardScaler(), SVC()), 3),
+        "svc_2_poly": (lambda: SVC(kernel="poly", degree=2), 2),
+        "svr": (lambda: make_pipeline(StandardScaler(), SVR()), 0),
+        "one_class_svm": (lambda: OneClassSVM(gamma=0.1), 0),
     }
 
 
 SKLEARN_CASES = ["scaler_logistic_3", "logistic_2", "minmax_linear", "normalizer_linear",
                  "forest_3", "forest_2", "boosting_2", "boosting_3",
-                 "forest_regressor", "boosting_regressor", "tree_regressor"]
+                 "forest_regressor", "boosting_regressor", "tree_regressor", "svc_3",
+                 "svc_2_poly", "svr", "one_class_svm"]
 
 
 @pytest.mark.parametrize("name", SKLEARN_CASES)
@@ -319,10 +383,9 @@ def test_sklearn_model_matches_onnxruntime(name):
 def test_an_ml_operator_aotc_lacks_is_reported_as_unsupported():
     from aotc.errors import UnsupportedOperators
 
-    model = ml_model("SVMRegressor", {"x": X}, [("y", FLOAT)], shapes=[[6, 1]],
-                     coefficients=[1.0, 2.0], support_vectors=[0.0] * 8, n_supports=2,
-                     rho=[0.5], kernel_type="RBF")
-    with pytest.raises(UnsupportedOperators, match="ai.onnx.ml::SVMRegressor"):
+    model = ml_model("FeatureVectorizer", {"x": X}, [("y", FLOAT)], shapes=[[6, 4]],
+                     inputdimensions=[4])
+    with pytest.raises(UnsupportedOperators, match="ai.onnx.ml::FeatureVectorizer"):
         compile_onnx(model)
 
 

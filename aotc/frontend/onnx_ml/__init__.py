@@ -12,6 +12,7 @@ computed differently from onnxruntime.
 | `preprocessing.py` | Scaler, Normalizer, Binarizer, ArrayFeatureExtractor, LabelEncoder, Imputer |
 | `linear.py` | LinearRegressor, LinearClassifier |
 | `trees.py` | TreeEnsembleRegressor, TreeEnsembleClassifier, TreeEnsemble |
+| `svm.py` | SVMRegressor, SVMClassifier (without probabilities) |
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import onnx_ir as ir
 
 from aotc.errors import AotcError
 from aotc.frontend.irutil import all_graphs
-from aotc.frontend.onnx_ml import linear, preprocessing, trees
+from aotc.frontend.onnx_ml import linear, preprocessing, svm, trees
 from aotc.frontend.onnx_ml.attrs import Attrs
 from aotc.frontend.onnx_ml.body import BODY_OPSET, Body
 
@@ -41,6 +42,8 @@ BUILDERS: dict[str, _Builder] = {
     "TreeEnsembleRegressor": trees.tree_ensemble_regressor,
     "TreeEnsembleClassifier": trees.tree_ensemble_classifier,
     "TreeEnsemble": trees.tree_ensemble,
+    "SVMRegressor": svm.svm_regressor,
+    "SVMClassifier": svm.svm_classifier,
 }
 
 

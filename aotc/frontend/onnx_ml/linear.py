@@ -2,8 +2,8 @@
 
 The classifier follows onnxruntime's reading of the specification: with one row of
 coefficients the label is the second class where the score is positive, and, when there are
-two class labels, the scores become [1 - s, s] (s untransformed, whatever `post_transform`
-says); with several rows the label is the first class of the highest score and the scores are
+two class labels, the scores become [1 - s, s] (under LOGISTIC, of the sigmoid of s; see
+`scores.two_scores`); with several rows the label is the first class of the highest score and the scores are
 transformed.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 from aotc.frontend.onnx_ml.attrs import Attrs
 from aotc.frontend.onnx_ml.body import Body
 from aotc.frontend.onnx_ml.preprocessing import as_float
-from aotc.frontend.onnx_ml.scores import apply_transform, transform_name
+from aotc.frontend.onnx_ml.scores import apply_transform, transform_name, two_scores
 
 
 def _rows_2d(b: Body, attrs: Attrs, x: str) -> str:
@@ -59,8 +59,7 @@ def linear_classifier(b: Body, attrs: Attrs, dtypes) -> list[str]:
         positive = b.op("Greater", b.op("Squeeze", scores, b.ints(1)), b.const(0.0, "float32"))
         label = b.op("Where", positive, b.const(pair[1]), b.const(pair[0]))
         if len(labels) == 2:
-            scores = b.op("Concat", b.op("Sub", b.const(1.0, "float32"), scores), scores,
-                          axis=1)
+            scores = two_scores(b, scores, False, transform)
         return [label, scores]
     if len(labels) != classes:
         raise attrs.refuse(f"{len(labels)} class labels for {classes} rows of coefficients")

@@ -48,3 +48,16 @@ def apply_transform(b: Body, name: str, scores: str) -> str:
         kept = b.op("Where", nonzero, exps, b.const(0.0, "float32"))
         return b.op("Div", values, b.op("ReduceSum", kept, axis, keepdims=1))
     return scores
+
+
+def two_scores(b: Body, score: str, negated: bool, transform: str) -> str:
+    """One score column s [N, 1] written as two class scores [N, 2], as onnxruntime does for a
+    two-class model that computes one: [-s, s] when `negated` (its "mixed weights" case), else
+    [1 - s, s]; under LOGISTIC the sigmoid of s takes s's place (and of -s, of -s's)."""
+    if transform == "LOGISTIC":
+        positive = b.op("Sigmoid", score)
+        first = b.op("Sigmoid", b.op("Neg", score)) if negated else \
+            b.op("Sub", b.const(1.0, "float32"), positive)
+        return b.op("Concat", first, positive, axis=1)
+    first = b.op("Neg", score) if negated else b.op("Sub", b.const(1.0, "float32"), score)
+    return b.op("Concat", first, score, axis=1)

@@ -27,7 +27,7 @@ import onnx_ir as ir
 
 from aotc.frontend.onnx_ml.attrs import Attrs
 from aotc.frontend.onnx_ml.body import Body
-from aotc.frontend.onnx_ml.scores import apply_transform, transform_name
+from aotc.frontend.onnx_ml.scores import apply_transform, transform_name, two_scores
 
 _MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ")
 _COMPARE = {"BRANCH_LEQ": "LessOrEqual", "BRANCH_LT": "Less", "BRANCH_GTE": "GreaterOrEqual",
@@ -421,12 +421,6 @@ def _binary(b: Body, attrs: Attrs, forest: Forest, labels: np.ndarray, sums: str
     label = b.op("Where", positive, b.const(np.int64(chosen[0])), b.const(np.int64(chosen[1])))
     if len(pair) == 2:
         return [label, apply_transform(b, transform, b.op("Concat", *pair, axis=1))]
-    (score,) = pair
-    if second in (0, 1):
-        two = [b.op("Sub", b.const(np.float32(1.0)), score), score]
-    elif second in (2, 3):
-        two = [b.op("Sigmoid", b.op("Neg", score)), b.op("Sigmoid", score)] \
-            if transform == "LOGISTIC" else [b.op("Neg", score), score]
-    else:
+    if second < 0:
         raise attrs.refuse("a two-class forest with this form of base_values is not supported")
-    return [label, b.op("Concat", *two, axis=1)]
+    return [label, two_scores(b, pair[0], second >= 2, transform)]
