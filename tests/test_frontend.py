@@ -534,6 +534,15 @@ def test_data_dependent_shape_names_the_node(tmp_path):
     assert err.value.node == "find" and err.value.op == "NonZero"
 
 
+def test_a_declared_output_shape_the_inputs_contradict_is_inferred_anew(tmp_path):
+    """onnxmltools declares a classifier's labels as [1] whatever the batch; onnxruntime runs
+    such a model, and so does aotc, with the shape the inputs give."""
+    nodes = [helper.make_node("ArgMax", ["x"], ["y"], axis=1, keepdims=0)]
+    proto = make_model(nodes, [vi("x", ["N", 4])], [vi("y", [1], TensorProto.INT64)])
+    model = load_model(save(proto, tmp_path), {"x": (3, 4)})
+    assert list(model.graph.outputs[0].shape) == [3]
+
+
 def test_shape_mismatch_from_binding_is_an_error(tmp_path):
     nodes = [helper.make_node("Add", ["x", "b"], ["y"])]
     proto = make_model(nodes, [vi("x", ["N", 4])], [vi("y", ["N", 4])], [init("b", rand(3, 4))])

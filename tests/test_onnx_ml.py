@@ -424,3 +424,39 @@ def test_a_zipmap_output_is_refused_with_the_converter_option_to_use():
     with pytest.raises(AotcError, match="sequence of maps") as info:
         compile_onnx(model)
     assert info.value.op == "ZipMap" and "zipmap" in info.value.hint
+
+
+BOOSTERS = ["lightgbm_3", "lightgbm_2", "lightgbm_regressor", "xgboost_3", "xgboost_2",
+            "xgboost_regressor"]
+
+
+@pytest.mark.parametrize("name", BOOSTERS)
+def test_boosted_trees_from_onnxmltools_match_onnxruntime(name):
+    """LightGBM and XGBoost models as onnxmltools converts them (opset 8-9 beside ai.onnx.ml,
+    labels declared [1] whatever the batch), with missing values in the rows."""
+    onnxmltools = pytest.importorskip("onnxmltools")
+    library = pytest.importorskip(name.split("_")[0])
+    from onnxmltools.convert.common.data_types import FloatTensorType
+    from sklearn.datasets import make_classification, make_regression
+
+    kind = name.split("_")[1]
+    if kind == "regressor":
+        x, y = make_regression(400, 8, random_state=2)
+    else:
+        x, y = make_classification(400, 8, n_informative=5, n_classes=int(kind),
+                                   random_state=2)
+    x = x.astype(np.float32)
+    types = [("X", FloatTensorType([None, 8]))]
+    if name.startswith("lightgbm"):
+        make = library.LGBMRegressor if kind == "regressor" else library.LGBMClassifier
+        estimator = make(n_estimators=15, verbose=-1).fit(x, y)
+        options = {} if kind == "regressor" else {"zipmap": False}
+        model = onnxmltools.convert_lightgbm(estimator, initial_types=types, target_opset=15,
+                                             **options)
+    else:
+        make = library.XGBRegressor if kind == "regressor" else library.XGBClassifier
+        estimator = make(n_estimators=15, max_depth=4).fit(x, y)
+        model = onnxmltools.convert_xgboost(estimator, initial_types=types, target_opset=15)
+    rows = x[:16].copy()
+    rows[::4, 2] = np.nan
+    check_model(model, [rows], tol=1e-4, input_shapes={"X": rows.shape})

@@ -80,6 +80,23 @@ def _merge_shape(old: ir.Shape | None, new: ir.Shape | None) -> ir.Shape | None:
     return ir.Shape(dims)
 
 
+# onnx's message when a declared shape (graph output, value_info) contradicts inference
+_STALE = "Inferred shape and existing shape differ"
+
+
+def _forget_declared_shapes(model: ir.Model) -> bool:
+    """Drop the shape of every value that is neither a graph input nor a constant (what the
+    file declared and earlier inference merged); True if any was dropped."""
+    dropped = False
+    for graph in irutil.all_graphs(model.graph):
+        inputs = {id(v) for v in graph.inputs}
+        for v in [*graph.outputs, *(o for n in graph for o in n.outputs)]:
+            if id(v) not in inputs and v.const_value is None and v.shape is not None:
+                v.shape = None
+                dropped = True
+    return dropped
+
+
 def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
     """Run onnx shape inference (data propagation on) and merge results into `model`.
 
@@ -92,6 +109,11 @@ def infer_shapes(model: ir.Model, *, strict: bool = True) -> None:
             proto, check_type=strict, strict_mode=strict, data_prop=True)
     except Exception as e:  # InferenceError / ValidationError from the C++ side
         if not strict:
+            return
+        if _STALE in str(e) and _forget_declared_shapes(model):
+            # a declared shape the inputs contradict (onnxmltools declares a classifier's
+            # labels as [1] whatever the batch): onnxruntime ignores it, so aotc infers anew
+            infer_shapes(model, strict=strict)
             return
         raise AotcError(
             f"shape inference failed: {str(e).strip()}",

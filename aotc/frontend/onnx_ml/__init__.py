@@ -26,6 +26,7 @@ from aotc.frontend.irutil import all_graphs
 from aotc.frontend.onnx_ml import linear, preprocessing, svm, trees
 from aotc.frontend.onnx_ml.attrs import Attrs
 from aotc.frontend.onnx_ml.body import BODY_OPSET, Body
+from aotc.frontend.opset import normalise_opset
 
 ML_DOMAIN = "aotc.onnx_ml"
 
@@ -50,6 +51,15 @@ BUILDERS: dict[str, _Builder] = {
 def expand_ml_operators(model: ir.Model) -> bool:
     """Replace every supported ai.onnx.ml node whose inputs' types and ranks are known by a
     call of a function of standard operators (inline_functions inlines it); True if any was."""
+    if not any(n.domain == "ai.onnx.ml" and n.op_type in BUILDERS
+               for g in all_graphs(model.graph) for n in g):
+        return False
+    default = model.opset_imports.get("", model.opset_imports.get("ai.onnx", 0))
+    if default < BODY_OPSET:
+        # The bodies' nodes are inferred at the model's opset before the frontend normalises
+        # it (onnxmltools writes opset 8 beside ai.onnx.ml, where Shape has no start): the
+        # model's own nodes are brought to the canonical opset first.
+        normalise_opset(model)
     count = 0
     for graph in all_graphs(model.graph):
         for node in list(graph):
@@ -75,5 +85,4 @@ def expand_ml_operators(model: ir.Model) -> bool:
             count += 1
     if count:
         model.opset_imports[ML_DOMAIN] = 1
-        model.opset_imports.setdefault("", BODY_OPSET)
     return count > 0
