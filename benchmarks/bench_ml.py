@@ -8,7 +8,8 @@ with gathers (aotc/frontend/onnx_ml/trees.py); onnxruntime runs its own tree ker
 
     python benchmarks/bench_ml.py [--batch 1 64] [--threads 1] [--runs 50] [--markdown]
 
-Needs scikit-learn and skl2onnx (`pip install scikit-learn skl2onnx`).
+Needs scikit-learn and skl2onnx (`pip install scikit-learn skl2onnx`); LightGBM and XGBoost
+models are added where those and onnxmltools are installed.
 """
 
 from __future__ import annotations
@@ -53,7 +54,29 @@ def estimators() -> dict:
         "boosting_100x3": (GradientBoostingClassifier(n_estimators=100, random_state=0), 2),
         "boosting_reg_200x4": (GradientBoostingRegressor(n_estimators=200, max_depth=4,
                                                          random_state=0), 0),
+        **_boosters(),
     }
+
+
+def _boosters() -> dict:
+    """LightGBM and XGBoost models (converted by onnxmltools) where those are installed."""
+    out = {}
+    try:
+        import lightgbm
+        import onnxmltools  # noqa: F401
+
+        out["lightgbm_200x31"] = (lightgbm.LGBMClassifier(n_estimators=200, num_leaves=31,
+                                                          verbose=-1), 3)
+    except ImportError:
+        pass
+    try:
+        import onnxmltools  # noqa: F401
+        import xgboost
+
+        out["xgboost_200x6"] = (xgboost.XGBRegressor(n_estimators=200, max_depth=6), 0)
+    except ImportError:
+        pass
+    return out
 
 
 def convert(name: str, batch: int, folder: Path) -> Path:
@@ -68,9 +91,22 @@ def convert(name: str, batch: int, folder: Path) -> Path:
     else:
         x, y = make_regression(2000, FEATURES, noise=0.1, random_state=0)
     estimator.fit(x.astype(np.float32), y)
-    options = {"zipmap": False} if classes else None
-    model = to_onnx(estimator, initial_types=[("X", FloatTensorType([batch, FEATURES]))],
-                    options=options, target_opset={"": 17, "ai.onnx.ml": 3})
+    if name.startswith(("lightgbm", "xgboost")):
+        import onnxmltools
+        from onnxmltools.convert.common.data_types import FloatTensorType as MLFloat
+
+        types = [("X", MLFloat([batch, FEATURES]))]
+        if name.startswith("lightgbm"):
+            model = onnxmltools.convert_lightgbm(estimator, initial_types=types,
+                                                 target_opset=15, zipmap=False)
+        else:
+            model = onnxmltools.convert_xgboost(estimator, initial_types=types, target_opset=15)
+    else:
+        options = {"zipmap": False} if classes else None
+        model = to_onnx(estimator, initial_types=[("X", FloatTensorType([batch, FEATURES]))],
+                        options=options, target_opset={"": 17, "ai.onnx.ml": 3})
+    for out in model.graph.output:  # (onnxmltools declares a classifier's labels as [1])
+        out.type.tensor_type.shape.dim[0].dim_value = batch
     path = folder / f"{name}_b{batch}.onnx"
     onnx.save(model, str(path))
     return path

@@ -3,14 +3,16 @@
 Every tree is walked at once, one level per step: the current node of each (row, tree) pair
 is an index into tables of the whole forest (feature, threshold, next node when the test holds
 and when it does not), so a level is a few `Gather`s, one `GatherElements` from the input and
-one comparison, and the walk is unrolled to the deepest tree's depth. A leaf points to itself,
-so a walk that reached one stays there. The leaves' weights form one [nodes, outputs] table
+one comparison, and the walk is unrolled to the deepest tree's depth; a tree leaves the walk
+after its own depth (the trees go deepest first, so those still walking are a prefix). A leaf
+points to itself, so a walk that reached one stays there. The leaves' weights form one [nodes, outputs] table
 gathered at the end and summed (or averaged, or the minimum or maximum taken) over the trees.
 
 This is the tree-traversal formulation (as in Hummingbird): exact, since each step only
-compares and moves, and made of operators aotc already compiles. Its cost is rows x trees x
-depth gathers, which suits the shallow ensembles that boosting writes; a random forest of
-unbounded depth costs its deepest tree's depth for every tree.
+compares and moves, and made of operators aotc already compiles. Its cost is rows x the sum
+of the trees' depths in gathers: a row pays its tree's deepest path even where it reaches a
+shallow leaf, which costs most in the unbalanced trees that leaf-wise growth (LightGBM)
+makes.
 
 The classifier reproduces onnxruntime's treatment of two classes (its binary case, the
 "second class" written from the single score, the positive-label rule) for forests whose
@@ -52,23 +54,25 @@ class Forest:
     weights: np.ndarray      # [G, K] float32: the summed leaf weights per output
     scored: np.ndarray       # [G, K] bool: the leaf names that output
     tree: np.ndarray         # [G] int64: the tree of each node
-    depth: int               # the most tests on any path from a root to a leaf
+    depths: np.ndarray       # [T] the most tests on any path from each root to a leaf
     members: np.ndarray | None = None  # [G, M]: each BRANCH_MEMBER node's set, NaN-padded
 
 
-def _walk_depth(attrs: Attrs, forest_next: tuple[np.ndarray, np.ndarray], leaf: np.ndarray,
-                roots: np.ndarray) -> int:
+def _walk_depths(attrs: Attrs, forest_next: tuple[np.ndarray, np.ndarray], leaf: np.ndarray,
+                 roots: np.ndarray) -> np.ndarray:
+    """[T] each tree's depth (its longest path in tests), refusing cycles and deep trees."""
     on_true, on_false = forest_next
-    depth, level, seen = 0, set(int(r) for r in roots), set()
-    while True:
-        inner = {n for n in level if not leaf[n]}
-        if not inner:
-            return depth
-        if inner & seen or depth >= MAX_DEPTH:
-            raise attrs.refuse(f"a tree is deeper than {MAX_DEPTH} levels or has a cycle")
-        seen |= inner
-        depth += 1
-        level = {int(on_true[n]) for n in inner} | {int(on_false[n]) for n in inner}
+    depths = np.zeros(len(roots), np.int64)
+    for t, root in enumerate(roots):
+        depth, level, seen = 0, {int(root)}, set()
+        while inner := {n for n in level if not leaf[n]}:
+            if inner & seen or depth >= MAX_DEPTH:
+                raise attrs.refuse(f"a tree is deeper than {MAX_DEPTH} levels or has a cycle")
+            seen |= inner
+            depth += 1
+            level = {int(on_true[n]) for n in inner} | {int(on_false[n]) for n in inner}
+        depths[t] = depth
+    return depths
 
 
 def _legacy_forest(attrs: Attrs, prefix: str, outputs: int) -> Forest:
@@ -140,7 +144,7 @@ def _legacy_forest(attrs: Attrs, prefix: str, outputs: int) -> Forest:
         scored[g, k] = True
     return Forest(feature, threshold, modes, on_true, on_false, missing, roots_a, weights,
                   scored, _tree_of(on_true, on_false, roots_a, count),
-                  _walk_depth(attrs, (on_true, on_false), leaf, roots_a))
+                  _walk_depths(attrs, (on_true, on_false), leaf, roots_a))
 
 
 def _tree_of(on_true: np.ndarray, on_false: np.ndarray, roots: np.ndarray,
@@ -197,7 +201,7 @@ def _opset5_forest(attrs: Attrs, dtype) -> Forest:
                   np.concatenate([splits, np.zeros(leaves, dtype)]), modes, on_true,
                   on_false, missing, roots, weights, scored,
                   _tree_of(on_true, on_false, roots, count),
-                  _walk_depth(attrs, (on_true, on_false), leaf, roots),
+                  _walk_depths(attrs, (on_true, on_false), leaf, roots),
                   _member_sets(attrs, modes, dtype))
 
 
@@ -244,11 +248,16 @@ def _features(b: Body, attrs: Attrs, dtypes, double: bool = False) -> str:
 
 
 def _leaves(b: Body, forest: Forest, x: str) -> str:
-    """The leaf each (row, tree) pair reaches: [N, T] global node indices."""
-    trees = len(forest.roots)
+    """The leaf each (row, tree) pair reaches: [N, T] global node indices, the trees in
+    order of decreasing depth. Only the trees deeper than a level take part in it (a
+    LightGBM forest's depths vary several-fold), the others' leaves are set aside."""
+    order = np.argsort(-forest.depths, kind="stable")
+    depths = forest.depths[order]
+    trees = len(order)
     rows = b.op("Shape", x, start=0, end=1)
-    node = b.op("Expand", b.const(forest.roots.reshape(1, trees)),
+    node = b.op("Expand", b.const(forest.roots[order].reshape(1, trees)),
                 b.op("Concat", rows, b.ints(trees), axis=0))
+    reached: list[str] = []  # the leaves of the trees already walked to their end
     feature, threshold = b.const(forest.feature), b.const(forest.threshold)
     on_true, on_false = b.const(forest.on_true), b.const(forest.on_false)
     inner_modes = sorted({m for m in forest.modes if m != "LEAF"})
@@ -257,7 +266,13 @@ def _leaves(b: Body, forest: Forest, x: str) -> str:
         if len(inner_modes) > 1 else None
     missing = b.const(forest.missing_true) if forest.missing_true.any() else None
     members = b.const(forest.members) if forest.members is not None else None
-    for _ in range(forest.depth):
+    active = trees
+    for level in range(int(depths.max(initial=0))):
+        deeper = int((depths > level).sum())
+        if deeper < active:
+            reached.append(b.op("Slice", node, b.ints(deeper), b.ints(active), b.ints(1)))
+            node = b.op("Slice", node, b.ints(0), b.ints(deeper), b.ints(1))
+            active = deeper
         value = b.op("GatherElements", x, b.op("Gather", feature, node), axis=1)
         limit = b.op("Gather", threshold, node)
         tests = []
@@ -282,7 +297,9 @@ def _leaves(b: Body, forest: Forest, x: str) -> str:
                                           b.op("Gather", missing, node)))
         node = b.op("Where", holds, b.op("Gather", on_true, node),
                     b.op("Gather", on_false, node))
-    return node
+    if not reached:
+        return node
+    return b.op("Concat", node, *reversed(reached), axis=1)
 
 
 def _static_scored(attrs: Attrs, forest: Forest) -> np.ndarray:
