@@ -80,6 +80,20 @@ def test_array_feature_extractor_and_imputer():
           replaced_value_int64=1)
 
 
+def test_one_hot_encoder_and_feature_vectorizer():
+    ids = np.array([[3, 7, 1], [7, 100, 3]], np.int64)
+    check("OneHotEncoder", {"x": ids}, [("y", FLOAT)], cats_int64s=[1, 3, 7, 3])  # 3 repeated
+    check("OneHotEncoder", {"x": np.array([0.7, 2.2, -1.5, 2.9], np.float32)}, [("y", FLOAT)],
+          cats_int64s=[0, 2, -1])  # floats truncated toward zero
+    a, c = X[:, :3].copy(), RNG.standard_normal(5).astype(np.float32)
+    b = RNG.standard_normal((6, 2)).astype(np.float32)
+    check("FeatureVectorizer", {"a": a, "b": b}, [("y", FLOAT)],
+          inputdimensions=[5, 1])  # a padded to 5, b cut to 1
+    check("FeatureVectorizer", {"i": ids[:1].repeat(6, 0)}, [("y", FLOAT)],
+          inputdimensions=[3])
+    check("FeatureVectorizer", {"c": c}, [("y", FLOAT)], inputdimensions=[5])
+
+
 def test_label_encoder_numeric_forms():
     ids = np.array([[3, 7, 1], [7, 100, 3]], np.int64)
     check("LabelEncoder", {"x": ids}, [("y", INT64)], ml_opset=2, keys_int64s=[1, 3, 7],
@@ -383,9 +397,10 @@ def test_sklearn_model_matches_onnxruntime(name):
 def test_an_ml_operator_aotc_lacks_is_reported_as_unsupported():
     from aotc.errors import UnsupportedOperators
 
-    model = ml_model("FeatureVectorizer", {"x": X}, [("y", FLOAT)], shapes=[[6, 4]],
-                     inputdimensions=[4])
-    with pytest.raises(UnsupportedOperators, match="ai.onnx.ml::FeatureVectorizer"):
+    ids = np.array([[1, 2]], np.int64)
+    model = ml_model("CategoryMapper", {"x": ids}, [("y", TensorProto.STRING)],
+                     shapes=[[1, 2]], cats_int64s=[1, 2], cats_strings=["a", "b"])
+    with pytest.raises(UnsupportedOperators, match="ai.onnx.ml::CategoryMapper"):
         compile_onnx(model)
 
 
@@ -460,3 +475,30 @@ def test_boosted_trees_from_onnxmltools_match_onnxruntime(name):
     rows = x[:16].copy()
     rows[::4, 2] = np.nan
     check_model(model, [rows], tol=1e-4, input_shapes={"X": rows.shape})
+
+
+def test_a_column_transformer_pipeline_matches_onnxruntime():
+    """One-hot encoded integer columns beside scaled ones (ArrayFeatureExtractor, Cast,
+    OneHotEncoder, Concat), then a logistic regression; and a binning pipeline."""
+    pytest.importorskip("sklearn")
+    skl2onnx = pytest.importorskip("skl2onnx")
+    from sklearn.compose import ColumnTransformer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import KBinsDiscretizer, OneHotEncoder, StandardScaler
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 6)).astype(np.float32)
+    x[:, 0], x[:, 1] = rng.integers(0, 4, 300), rng.integers(0, 3, 300)
+    y = (x[:, 2] + x[:, 0] > 1).astype(int)
+    columns = ColumnTransformer([("oh", OneHotEncoder(handle_unknown="ignore"), [0, 1]),
+                                 ("sc", StandardScaler(), [2, 3, 4, 5])])
+    for steps in ([("ct", columns)], [("bins", KBinsDiscretizer(4, encode="onehot-dense"))]):
+        final = LogisticRegression()
+        pipeline = Pipeline([*steps, ("lr", final)]).fit(x, y)
+        model = skl2onnx.to_onnx(pipeline, x[:1], options={id(final): {"zipmap": False}},
+                                 target_opset={"": 17, ML: 3})
+        rows = x[:8].copy()
+        rows[0, 0] = 9  # a category not seen in training: all zeros
+        check_model(model, [rows], tol=1e-4,
+                    input_shapes={model.graph.input[0].name: rows.shape})

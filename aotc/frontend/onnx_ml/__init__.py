@@ -9,7 +9,7 @@ computed differently from onnxruntime.
 
 | module | operators |
 |---|---|
-| `preprocessing.py` | Scaler, Normalizer, Binarizer, ArrayFeatureExtractor, LabelEncoder, Imputer |
+| `preprocessing.py` | Scaler, Normalizer, Binarizer, ArrayFeatureExtractor, LabelEncoder, Imputer, OneHotEncoder, FeatureVectorizer |
 | `linear.py` | LinearRegressor, LinearClassifier |
 | `trees.py` | TreeEnsembleRegressor, TreeEnsembleClassifier, TreeEnsemble |
 | `svm.py` | SVMRegressor, SVMClassifier (without probabilities) |
@@ -38,6 +38,8 @@ BUILDERS: dict[str, _Builder] = {
     "ArrayFeatureExtractor": preprocessing.array_feature_extractor,
     "LabelEncoder": preprocessing.label_encoder,
     "Imputer": preprocessing.imputer,
+    "OneHotEncoder": preprocessing.one_hot_encoder,
+    "FeatureVectorizer": preprocessing.feature_vectorizer,
     "LinearRegressor": linear.linear_regressor,
     "LinearClassifier": linear.linear_classifier,
     "TreeEnsembleRegressor": trees.tree_ensemble_regressor,

@@ -1,5 +1,6 @@
 """Element-wise and per-row ai.onnx.ml operators: Scaler, Normalizer, Binarizer,
-ArrayFeatureExtractor, LabelEncoder (numeric keys and values), Imputer."""
+ArrayFeatureExtractor, LabelEncoder (numeric keys and values), Imputer, OneHotEncoder,
+FeatureVectorizer."""
 
 from __future__ import annotations
 
@@ -118,3 +119,46 @@ def imputer(b: Body, attrs: Attrs, dtypes) -> list[str]:
     else:
         replace = b.op("Equal", x, b.const(missing))
     return [b.op("Where", replace, b.const(fill), x)]
+
+
+def one_hot_encoder(b: Body, attrs: Attrs, dtypes) -> list[str]:
+    """x.shape + [categories], float: 1 where the element (as int64, truncated, as
+    onnxruntime reads it) is the category. An unknown category gives zeros; with zeros=0
+    onnxruntime fails the run instead, which a compiled model does not reproduce."""
+    attrs.no_strings("cats_strings")
+    cats = attrs.array("cats_int64s", np.int64)
+    if not len(cats):
+        raise attrs.refuse("OneHotEncoder needs cats_int64s")
+    x = b.inputs[0]
+    if dtypes[0] != ir.DataType.INT64:
+        x = b.op("Cast", x, to=int(ir.DataType.INT64))
+    hits = b.op("Cast", b.op("Equal", b.op("Unsqueeze", x, b.ints(-1)), b.const(cats)),
+                to=int(ir.DataType.FLOAT))
+    last = np.array([c not in cats[j + 1:] for j, c in enumerate(cats.tolist())])
+    if not last.all():  # a repeated category counts at its last position only
+        hits = b.op("Mul", hits, b.const(last.astype(np.float32)))
+    return [hits]
+
+
+def feature_vectorizer(b: Body, attrs: Attrs, dtypes) -> list[str]:
+    """The inputs as float rows [N, sum of inputdimensions], each cut or zero-padded to its
+    declared width."""
+    widths = attrs.array("inputdimensions", np.int64)
+    if len(widths) != len(b.inputs):
+        raise attrs.refuse(f"{len(widths)} inputdimensions for {len(b.inputs)} inputs")
+    parts = []
+    for name, dtype, value, width in zip(b.inputs, dtypes, attrs.node.inputs, widths,
+                                         strict=True):
+        x = as_float(b, name, dtype)
+        shape = value.shape
+        if shape is None or shape.rank() not in (1, 2) or not isinstance(shape[-1], int):
+            raise attrs.refuse("FeatureVectorizer takes [N, C] or [C] inputs of known width")
+        if shape.rank() == 1:
+            x = b.op("Unsqueeze", x, b.ints(0))
+        have = int(shape[-1])
+        if have > width:
+            x = b.op("Slice", x, b.ints(0), b.ints(int(width)), b.ints(1))
+        elif have < width:
+            x = b.op("Pad", x, b.ints(0, 0, 0, int(width) - have))
+        parts.append(x)
+    return [parts[0] if len(parts) == 1 else b.op("Concat", *parts, axis=1)]
