@@ -84,6 +84,19 @@ def load_checked(path: Path, with_data: bool = False) -> onnx.ModelProto:
     return model
 
 
+def _rewritten(node: onnx.NodeProto, opset: int) -> bool:
+    """Whether the frontend rewrites `node` into operators it compiles: an ai.onnx.ml
+    operator of `aotc.frontend.onnx_ml`, or one whose ONNX schema defines it as a function."""
+    from aotc.frontend.onnx_ml import BUILDERS
+    from aotc.frontend.schema_functions import ONNX_DOMAINS, _schema
+
+    if node.domain == "ai.onnx.ml":
+        return node.op_type in BUILDERS
+    domain = ONNX_DOMAINS.get(node.domain)
+    schema = _schema(node.op_type, opset, domain) if domain is not None else None
+    return schema is not None and (schema.has_function or schema.has_context_dependent_function)
+
+
 def describe_model(path: Path) -> ModelDescription:
     from lowering.ops import OPS
 
@@ -105,7 +118,7 @@ def describe_model(path: Path) -> ModelDescription:
                    or (b.op_type not in OPS and b.op_type not in FRONTEND_HANDLED)]
             if bad:
                 unsupported.append((f"{n.name or '<unnamed>'} (body: {', '.join(bad)})", op))
-        elif op not in OPS and op not in FRONTEND_HANDLED:
+        elif op not in OPS and op not in FRONTEND_HANDLED and not _rewritten(n, opset):
             unsupported.append((n.name or "<unnamed>", op))
     graph_inputs = [i for i in g.input if i.name not in inits]
     unbound = [(name, axis, str(d)) for name, _, dims in map(_row, filter(is_tensor, graph_inputs))

@@ -502,3 +502,17 @@ def test_a_column_transformer_pipeline_matches_onnxruntime():
         rows[0, 0] = 9  # a category not seen in training: all zeros
         check_model(model, [rows], tol=1e-4,
                     input_shapes={model.graph.input[0].name: rows.shape})
+
+
+def test_inspect_counts_the_rewritten_ml_operators_as_supported(tmp_path):
+    from aotc.inspect import describe_model
+
+    model = ml_model("Scaler", {"x": X}, [("y", FLOAT)], offset=[0.5], scale=[2.0])
+    onnx.save(model, tmp_path / "scaler.onnx")
+    assert describe_model(tmp_path / "scaler.onnx").unsupported == []
+    ids = np.array([[1, 2]], np.int64)
+    model = ml_model("CategoryMapper", {"x": ids}, [("y", TensorProto.STRING)],
+                     shapes=[[1, 2]], cats_int64s=[1, 2], cats_strings=["a", "b"])
+    onnx.save(model, tmp_path / "mapper.onnx")
+    assert describe_model(tmp_path / "mapper.onnx").unsupported_ops == {
+        "ai.onnx.ml::CategoryMapper"}
