@@ -407,3 +407,21 @@ def test_a_parameter_given_as_an_input_is_checked_in_the_island(tmp_path):
     sess = _session(result.model_path, result.library_path)
     with pytest.raises(Exception, match="compiled for"):
         sess.run(None, {**feed, "axes": np.array([2], np.int64)})
+
+
+def test_a_converted_forest_runs_with_and_without_the_library(tmp_path):
+    """An ai.onnx.ml tree ensemble (skl2onnx): the frontend rewrites it into standard
+    operators, which become the island; without the library its function runs instead."""
+    pytest.importorskip("sklearn")
+    skl2onnx = pytest.importorskip("skl2onnx")
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+
+    x, y = make_classification(200, 6, n_informative=4, n_classes=3, random_state=0)
+    x = x.astype(np.float32)
+    forest = RandomForestClassifier(5, max_depth=4, random_state=0).fit(x, y)
+    path = tmp_path / "forest.onnx"
+    onnx.save(skl2onnx.to_onnx(forest, x[:1], options={id(forest): {"zipmap": False}},
+                               target_opset={"": 17, "ai.onnx.ml": 3}), path)
+    result, _ = check_three_ways(path, tmp_path / "out", {"X": (8, 6)}, {"X": x[:8]})
+    assert len(result.islands) == 1 and result.left_out == []

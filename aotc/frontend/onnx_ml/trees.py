@@ -255,11 +255,14 @@ def _leaves(b: Body, forest: Forest, x: str) -> str:
     depths = forest.depths[order]
     trees = len(order)
     rows = b.op("Shape", x, start=0, end=1)
-    node = b.op("Expand", b.const(forest.roots[order].reshape(1, trees)),
+    # node indices as int32 (half the bytes the walk moves per level) where they fit
+    index = np.int32 if len(forest.modes) < 2**31 else np.int64
+    node = b.op("Expand", b.const(forest.roots[order].reshape(1, trees).astype(index)),
                 b.op("Concat", rows, b.ints(trees), axis=0))
     reached: list[str] = []  # the leaves of the trees already walked to their end
-    feature, threshold = b.const(forest.feature), b.const(forest.threshold)
-    on_true, on_false = b.const(forest.on_true), b.const(forest.on_false)
+    feature, threshold = b.const(forest.feature.astype(index)), b.const(forest.threshold)
+    on_true = b.const(forest.on_true.astype(index))
+    on_false = b.const(forest.on_false.astype(index))
     inner_modes = sorted({m for m in forest.modes if m != "LEAF"})
     mode_code = b.const(np.array([inner_modes.index(m) if m != "LEAF" else 0
                                   for m in forest.modes], np.int64)) \
