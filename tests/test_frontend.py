@@ -543,6 +543,14 @@ def test_a_declared_output_shape_the_inputs_contradict_is_inferred_anew(tmp_path
     assert list(model.graph.outputs[0].shape) == [3]
 
 
+def test_an_input_declared_apart_from_its_initializer_is_an_error(tmp_path):
+    nodes = [helper.make_node("Add", ["x", "b"], ["y"])]
+    proto = make_model(nodes, [vi("x", [2, 4]), vi("b", [1])], [vi("y", [2, 4])],
+                       [init("b", rand(2, 4))])
+    with pytest.raises(AotcError, match="input 'b' is declared \\[1\\], but its initializer"):
+        load_model(save(proto, tmp_path))
+
+
 def test_shape_mismatch_from_binding_is_an_error(tmp_path):
     nodes = [helper.make_node("Add", ["x", "b"], ["y"])]
     proto = make_model(nodes, [vi("x", ["N", 4])], [vi("y", ["N", 4])], [init("b", rand(3, 4))])

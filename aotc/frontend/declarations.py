@@ -154,6 +154,19 @@ def check_declared_sizes(proto: onnx.ModelProto, path: Path) -> None:
                                 node=node.name, op=node.op_type, hint=_DAMAGED)
 
 
+def check_initializer_inputs(proto: onnx.ModelProto, path: Path) -> None:
+    """A graph input that an initializer of the same name gives a default is declared with
+    the initializer's shape: aotc compiles the initializer, so another declared shape would
+    describe a different model."""
+    for g in _graphs(proto.graph):
+        inits = {t.name: list(t.dims) for t in g.initializer}
+        for vi in g.input:
+            dims = _declared_dims(vi)
+            if vi.name in inits and dims is not None and dims != inits[vi.name]:
+                raise AotcError(f"input '{vi.name}' is declared {dims}, but its initializer is "
+                                f"{inits[vi.name]}", file=str(path), hint=_DAMAGED)
+
+
 def check_variadic_inputs(proto: onnx.ModelProto, path: Path) -> None:
     """No input of a variadic list (Concat's, Sum's, ...) is left empty: the checker refuses
     an empty required input but not a variadic one, and shape inference then skips the node,

@@ -16,6 +16,7 @@ from aotc.frontend.computed_lengths import bound_computed_outputs
 from aotc.frontend.declarations import (
     check_declared_sizes,
     check_element_types,
+    check_initializer_inputs,
     check_map_types,
     check_text,
     check_variadic_inputs,
@@ -55,6 +56,7 @@ def checked_proto(path: Path) -> onnx.ModelProto:
     check_element_types(proto, path)
     check_map_types(proto, path)
     check_declared_sizes(proto, path)
+    check_initializer_inputs(proto, path)
     check_variadic_inputs(proto, path)
     try:  # (given the proto, the checker would look for external data in the current folder)
         onnx.checker.check_model(str(path), full_check=False)

@@ -85,8 +85,9 @@ _STALE = "Inferred shape and existing shape differ"
 
 
 def _forget_declared_shapes(model: ir.Model) -> bool:
-    """Drop the shape of every value that is neither a graph input nor a constant (what the
-    file declared and earlier inference merged); True if any was dropped."""
+    """Drop the shape of every value that is neither a graph input nor a constant: what the
+    file declared, and what earlier rounds derived from it (a reader's declared shape is
+    carried back to its operands); True if any was dropped."""
     dropped = False
     for graph in irutil.all_graphs(model.graph):
         inputs = {id(v) for v in graph.inputs}

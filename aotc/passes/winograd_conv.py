@@ -80,6 +80,8 @@ def eligible(conv: ir.Node) -> bool:
     if list(conv.attributes.get_ints("strides", [1, 1])) != [1, 1] or \
             list(conv.attributes.get_ints("dilations", [1, 1])) != [1, 1]:
         return False
+    if w.shape is None or len(w.shape) != 4:  # (a malformed model; the kernels refuse it)
+        return False
     k, c, kh, kw = w.shape
     if (kh, kw) != (3, 3):
         return False
