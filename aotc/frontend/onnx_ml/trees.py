@@ -67,7 +67,9 @@ def _walk_depths(attrs: Attrs, forest_next: tuple[np.ndarray, np.ndarray], leaf:
         depth, level, seen = 0, {int(root)}, set()
         while inner := {n for n in level if not leaf[n]}:
             if inner & seen or depth >= MAX_DEPTH:
-                raise attrs.refuse(f"a tree is deeper than {MAX_DEPTH} levels or has a cycle")
+                raise attrs.refuse(f"a tree is deeper than {MAX_DEPTH} levels or has a cycle",
+                                   hint="aotc unrolls the walk to the deepest tree: train "
+                                        f"with a maximum depth of at most {MAX_DEPTH}")
             seen |= inner
             depth += 1
             level = {int(on_true[n]) for n in inner} | {int(on_false[n]) for n in inner}
