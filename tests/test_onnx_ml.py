@@ -516,3 +516,24 @@ def test_inspect_counts_the_rewritten_ml_operators_as_supported(tmp_path):
     onnx.save(model, tmp_path / "mapper.onnx")
     assert describe_model(tmp_path / "mapper.onnx").unsupported_ops == {
         "ai.onnx.ml::CategoryMapper"}
+
+
+def test_a_forest_deeper_than_the_walk_unrolls_is_refused_with_a_hint():
+    from aotc.frontend.onnx_ml.trees import MAX_DEPTH
+
+    depth = MAX_DEPTH + 1  # a chain: each test's false branch is a leaf
+    inner, count = list(range(0, 2 * depth, 2)), 2 * depth + 1
+    modes = ["LEAF"] * count
+    true_ids, false_ids = [0] * count, [0] * count
+    for n in inner:
+        modes[n], true_ids[n], false_ids[n] = "BRANCH_LEQ", n + 2, n + 1
+    leaves = [n for n in range(count) if modes[n] == "LEAF"]
+    model = ml_model("TreeEnsembleRegressor", {"x": X}, [("y", FLOAT)], shapes=[[6, 1]],
+                     n_targets=1, nodes_treeids=[0] * count, nodes_nodeids=list(range(count)),
+                     nodes_featureids=[0] * count, nodes_values=[0.0] * count,
+                     nodes_modes=modes, nodes_truenodeids=true_ids, nodes_falsenodeids=false_ids,
+                     target_treeids=[0] * len(leaves), target_nodeids=leaves,
+                     target_ids=[0] * len(leaves), target_weights=[1.0] * len(leaves))
+    with pytest.raises(AotcError, match=f"deeper than {MAX_DEPTH}") as info:
+        compile_onnx(model)
+    assert "maximum depth" in info.value.hint
