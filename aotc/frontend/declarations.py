@@ -43,14 +43,19 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
         yield from g.node
 
 
+def _inner_type(t: onnx.TypeProto) -> onnx.TypeProto:
+    """The type inside any sequences and optionals around it."""
+    while t.WhichOneof("value") in ("sequence_type", "optional_type"):
+        t = t.sequence_type.elem_type if t.HasField("sequence_type") else \
+            t.optional_type.elem_type
+    return t
+
+
 def check_element_types(proto: onnx.ModelProto, path: Path) -> None:
     """Every declared element type is one ONNX defines."""
     known = set(onnx.TensorProto.DataType.values())
     for vi in _graph_value_infos(proto.graph):
-        t = vi.type
-        while t.WhichOneof("value") in ("sequence_type", "optional_type"):
-            t = t.sequence_type.elem_type if t.HasField("sequence_type") else \
-                t.optional_type.elem_type
+        t = _inner_type(vi.type)
         if t.HasField("tensor_type") and t.tensor_type.elem_type not in known:
             raise AotcError(f"value '{vi.name}' has element type {t.tensor_type.elem_type}, "
                             "which ONNX does not define", file=str(path), hint=_DAMAGED)
@@ -65,10 +70,7 @@ def check_map_types(proto: onnx.ModelProto, path: Path) -> None:
     model that declares one cannot even be read into its IR."""
     producer = {o: n for n in _nodes(proto.graph) for o in n.output}
     for vi in _graph_value_infos(proto.graph):
-        t = vi.type
-        while t.WhichOneof("value") in ("sequence_type", "optional_type"):
-            t = t.sequence_type.elem_type if t.HasField("sequence_type") else \
-                t.optional_type.elem_type
+        t = _inner_type(vi.type)
         if t.HasField("map_type"):
             node = producer.get(vi.name)
             hint = ("convert the model without ZipMap (skl2onnx: options={id(model): "

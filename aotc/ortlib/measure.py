@@ -87,16 +87,20 @@ def _session(path: Path, threads: int, library: Path | None):
     return ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
 
 
+def _random(rng: np.random.Generator, dtype: np.dtype, shape) -> np.ndarray:
+    """Random normal floats; zeros for every other element type (a valid index, count or flag
+    wherever an integer input is one)."""
+    return rng.standard_normal(shape).astype(dtype) if dtype.kind == "f" else \
+        np.zeros(shape, dtype)
+
+
 def _inputs(island: Island, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """The island's activations: random normal floats; zeros for every other element type (a
-    valid index, count or flag wherever an integer input is one)."""
+    """The island's activations, `_random`."""
     feeds = {}
     for v in island.inputs:
-        dtype = NP_DTYPES[DTYPE_NAMES[v.dtype]]
         shape = static_dims(v.shape)
         assert shape is not None  # (an island's values have static shapes: partition.why_not)
-        feeds[v.name or ""] = (rng.standard_normal(shape).astype(dtype)
-                               if dtype.kind == "f" else np.zeros(shape, dtype))
+        feeds[v.name or ""] = _random(rng, NP_DTYPES[DTYPE_NAMES[v.dtype]], shape)
     return feeds
 
 
@@ -124,7 +128,6 @@ def time_islands(folder: Path, library: Path, rewritten: onnx.ModelProto,
     return timings
 
 
-
 # The op of the whole model's timing (time_model)
 WHOLE_MODEL = "(whole model)"
 
@@ -137,8 +140,7 @@ def time_model(path: Path, library: Path, threads: int, runs: int = 15) -> Islan
     for v in onnx.load(str(path), load_external_data=False).graph.input:
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type))
         shape = [d.dim_value for d in v.type.tensor_type.shape.dim]
-        feeds[v.name] = (rng.standard_normal(shape).astype(dtype) if dtype.kind == "f"
-                         else np.zeros(shape, dtype))
+        feeds[v.name] = _random(rng, dtype, shape)
     with_lib, without = _session(path, threads, library), _session(path, threads, None)
     return IslandTiming(WHOLE_MODEL, *_alternate(with_lib, without, feeds, runs))
 

@@ -11,8 +11,9 @@ island that comes back from a partition unchanged keeps its number, its program 
 measurement, so each round compiles and times only the islands it made.
 
 Parts that pay alone can lose together: every island boundary is a custom-op call and a copy
-into and out of its arena, which no part's measurement sees. So the model is timed last with the islands that stay, and when the library does not make it clearly faster
-either, every node is left to onnxruntime.
+into and out of its arena, which no part's measurement sees. So the model is timed last with
+the islands that stay, and when the library does not make it clearly faster either, every node
+is left to onnxruntime.
 """
 
 from __future__ import annotations

@@ -57,6 +57,11 @@ class Forest:
     depths: np.ndarray       # [T] the most tests on any path from each root to a leaf
     members: np.ndarray | None = None  # [G, M]: each BRANCH_MEMBER node's set, NaN-padded
 
+    @property
+    def leaf(self) -> np.ndarray:
+        """[G] bool: the leaves."""
+        return np.array([m == "LEAF" for m in self.modes])
+
 
 def _walk_depths(attrs: Attrs, forest_next: tuple[np.ndarray, np.ndarray], leaf: np.ndarray,
                  roots: np.ndarray) -> np.ndarray:
@@ -312,7 +317,7 @@ def _static_scored(attrs: Attrs, forest: Forest) -> np.ndarray:
     where it depends on the leaf a row reaches."""
     outputs = forest.weights.shape[1]
     scored = np.zeros(outputs, bool)
-    leaf = np.array([m == "LEAF" for m in forest.modes])
+    leaf = forest.leaf
     for t in range(len(forest.roots)):
         in_tree = forest.scored[(forest.tree == t) & leaf]
         if not len(in_tree):
@@ -333,7 +338,7 @@ def _aggregate(b: Body, attrs: Attrs, forest: Forest, leaves: str, how: str) -> 
     if how == "AVERAGE":
         total = b.op("ReduceSum", picked, trees, keepdims=0)
         return b.op("Div", total, b.const(forest.weights.dtype.type(len(forest.roots))))
-    leaf = np.array([m == "LEAF" for m in forest.modes])
+    leaf = forest.leaf
     reached = forest.scored[leaf & (forest.tree >= 0)]
     if not reached.all():
         raise attrs.refuse(f"aggregate_function {how} over leaves that do not score every "
